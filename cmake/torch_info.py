@@ -1,0 +1,42 @@
+"""Write what CMake needs to know about the torch of the running Python.
+
+Usage: python torch_info.py OUT.cmake. CMakeLists.txt includes OUT.cmake; the
+torch found is the one that the build's Python imports, nothing hard-coded.
+"""
+
+import os
+import sys
+
+import torch
+import torch.utils.cpp_extension as cpp_extension
+
+
+def cmake_path(path: str) -> str:
+    return path.replace("\\", "/")
+
+
+root = os.path.dirname(torch.__file__)
+values = {
+    "TORCH_VERSION": torch.__version__,
+    "TORCH_CUDA_VERSION": torch.version.cuda or "",
+    "TORCH_INCLUDE_DIRS": ";".join(cmake_path(p) for p in cpp_extension.include_paths()),
+    "TORCH_LIBRARY_DIR": cmake_path(os.path.join(root, "lib")),
+    "TORCH_CXX11_ABI": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
+}
+
+# A CUDA torch from pip finds cuBLAS, cuSPARSE, ... headers in the nvidia/cu*
+# wheels beside it; torch's CUDA headers include them.
+nvidia_includes = []
+for entry in sys.path:
+    nvidia = os.path.join(entry, "nvidia")
+    if not os.path.isdir(nvidia):
+        continue
+    for sub in sorted(os.listdir(nvidia)):
+        include = os.path.join(nvidia, sub, "include")
+        if os.path.isdir(include):
+            nvidia_includes.append(cmake_path(include))
+values["TORCH_NVIDIA_INCLUDE_DIRS"] = ";".join(nvidia_includes)
+
+with open(sys.argv[1], "w") as out:
+    for key, value in values.items():
+        out.write(f'set({key} "{value}")\n')

@@ -1,0 +1,62 @@
+// Argument checks with messages that name the op and the argument:
+// "fusedops.add: b must have the same dtype as a (float32), got float64".
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/SymInt.h>
+#include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
+
+#include "cpp/kernel_types.h"
+
+#define FUSEDOPS_CHECK(cond, op, ...) TORCH_CHECK((cond), "fusedops.", op, ": ", __VA_ARGS__)
+
+namespace fusedops {
+
+using SymShape = c10::SmallVector<c10::SymInt, kMaxDims>;
+
+inline void check_floating(const char* op, const char* arg, const at::Tensor& t) {
+  FUSEDOPS_CHECK(t.defined(), op, arg, " must be a tensor, got None");
+  FUSEDOPS_CHECK(at::isFloatingType(t.scalar_type()), op, arg,
+                 " must have a floating dtype (float16, bfloat16, float32 or float64), got ",
+                 t.scalar_type());
+}
+
+// `b` must match `a` in dtype and device: fusedops does no implicit promotion
+// or cross-device copies.
+inline void check_same_dtype_device(const char* op, const char* name_a, const at::Tensor& a,
+                                    const char* name_b, const at::Tensor& b) {
+  FUSEDOPS_CHECK(a.scalar_type() == b.scalar_type(), op, name_b,
+                 " must have the same dtype as ", name_a, " (", a.scalar_type(), "), got ",
+                 b.scalar_type());
+  FUSEDOPS_CHECK(a.device() == b.device(), op, name_b, " must be on the same device as ",
+                 name_a, " (", a.device(), "), got ", b.device());
+}
+
+// torch.broadcast_shapes with an error naming both arguments. Works on
+// symbolic sizes too, so Meta kernels share it.
+inline SymShape broadcast_shape(const char* op, const char* name_a, c10::SymIntArrayRef a,
+                                const char* name_b, c10::SymIntArrayRef b) {
+  const size_t ndim = std::max(a.size(), b.size());
+  SymShape out(ndim);
+  for (size_t i = 0; i < ndim; ++i) {
+    const c10::SymInt sa = i < ndim - a.size() ? c10::SymInt(1) : a[i - (ndim - a.size())];
+    const c10::SymInt sb = i < ndim - b.size() ? c10::SymInt(1) : b[i - (ndim - b.size())];
+    FUSEDOPS_CHECK(sa == sb || sa == 1 || sb == 1, op, name_a, " of shape ", a, " and ", name_b,
+                   " of shape ", b, " do not broadcast (dimension ", i, ": ", sa, " vs ", sb, ")");
+    out[i] = sa == 1 ? sb : sa;
+  }
+  return out;
+}
+
+inline DType to_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf: return DType::Float16;
+    case at::kBFloat16: return DType::BFloat16;
+    case at::kFloat: return DType::Float32;
+    case at::kDouble: return DType::Float64;
+    default: TORCH_CHECK(false, "fusedops: unsupported dtype ", t);
+  }
+}
+
+}  // namespace fusedops

@@ -1,0 +1,40 @@
+// Plain types shared by the host glue and the kernels. Nothing here knows
+// torch, so CUDA kernels (cuda/*.cu) compile without torch headers and a later
+// build against torch's stable ABI changes glue only.
+#pragma once
+
+#include <cstdint>
+
+namespace fusedops {
+
+enum class DType { Float16, BFloat16, Float32, Float64 };
+
+// Up to this many dimensions survive coalescing; beyond that the glue
+// materializes the inputs contiguously (rare: only odd strides in >8 dims).
+constexpr int kMaxDims = 8;
+
+// N operands (index 0 is the output) iterated together in row-major order of
+// `sizes`; strides are in elements, 0 where an operand is broadcast.
+template <int N>
+struct StridedLayout {
+  int ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[N][kMaxDims] = {};
+
+  // True when every operand is one dense run: the vectorized fast path.
+  bool contiguous() const {
+    if (ndim != 1) return false;
+    for (int k = 0; k < N; ++k) {
+      if (strides[k][0] != 1) return false;
+    }
+    return true;
+  }
+};
+
+// What a launcher needs to size its grid, read once per device by the glue.
+struct DeviceInfo {
+  int sm_count;
+  int max_threads_per_sm;
+};
+
+}  // namespace fusedops

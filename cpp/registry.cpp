@@ -1,0 +1,32 @@
+// Every fusedops operator schema, in one place. Backends register their
+// kernels next to the kernels themselves (cpp/*.cpp, cuda/*.cpp).
+#include <torch/library.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+namespace fusedops {
+
+TORCH_LIBRARY(fusedops, m) {
+  m.def("add(Tensor a, Tensor b) -> Tensor");
+}
+
+#ifndef FUSEDOPS_WITH_CUDA
+namespace {
+// A build without CUDA kernels still answers CUDA tensors with a clear error
+// instead of the dispatcher's "could not run ... with arguments from the CUDA backend".
+void no_cuda_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK(false, "fusedops.", op.schema().operator_name().name.substr(sizeof("fusedops::") - 1),
+              ": this build of fusedops (", FUSEDOPS_VERSION,
+              ") has no CUDA kernels; `python -m fusedops info` prints the command that installs "
+              "the CUDA wheel for this torch");
+}
+}  // namespace
+
+TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {
+  for (const char* name : {"add"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&no_cuda_kernel>());
+  }
+}
+#endif
+
+}  // namespace fusedops
