@@ -1,0 +1,26 @@
+import pytest
+import torch
+
+CUDA = torch.cuda.is_available()
+
+# CUDA cases are collected everywhere and skipped, visibly, without a GPU.
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not CUDA, reason="no CUDA GPU"))]
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param
+
+
+@pytest.fixture(params=FLOAT_DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+def dtype(request):
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def fresh_seed():
+    # Fresh random data every run, but reproducible from the printed seed.
+    seed = torch.seed()
+    yield
+    print(f"torch seed: {seed}")
