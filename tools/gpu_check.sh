@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Build, test and benchmark fusedops on a CUDA machine where torch is already
+# installed and there is no network (the H200 of the device tool, a
+# self-hosted CI runner). Logs and JSON go to the directory given.
+#
+#   tools/gpu_check.sh OUTDIR            (PYTHON=... to pick the interpreter)
+set -uo pipefail
+
+out=${1:?usage: tools/gpu_check.sh OUTDIR}
+mkdir -p "$out"
+python=${PYTHON:-python3}
+cd "$(dirname "$0")/.."
+
+arch=$("$python" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())') || {
+  echo "gpu_check: no CUDA device visible to torch" >&2; exit 1; }
+echo "== build for sm_${arch/./} ($("$python" -c 'import torch; print(torch.__version__)'))"
+start=$SECONDS
+FUSEDOPS_CUDA=ON FUSEDOPS_CUDA_ARCHS=$arch \
+  "$python" -m pip install -v --no-build-isolation --no-deps . >"$out/build.log" 2>&1 || {
+  tail -50 "$out/build.log"; echo "gpu_check: build failed" >&2; exit 1; }
+echo "   built in $((SECONDS - start)) s"
+
+# Run from outside the checkout so that the installed package is imported.
+repo=$PWD
+cd "$out" || exit 1
+"$python" -m fusedops info | tee info.txt
+
+echo "== tests"
+"$python" -m pytest "$repo/tests" -q -rs -p no:cacheprovider --junitxml=junit.xml 2>&1 | tee tests.log
+tests_status=${PIPESTATUS[0]}
+
+echo "== benchmark"
+"$python" -m fusedops bench --json bench.json 2>&1 | tee bench.log
+bench_status=${PIPESTATUS[0]}
+
+echo "gpu_check: tests exit $tests_status, bench exit $bench_status; results in $out"
+[ "$tests_status" -eq 0 ] && [ "$bench_status" -eq 0 ]
