@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Makes (or updates) a virtual environment with torch, the build tools and the
+# test tools, then builds fusedops from this checkout and installs it there.
+#
+#   tools/setup.sh                      # .venv with the newest torch pip offers
+#   VENV=/tmp/v TORCH_SPEC=torch==2.13.0 FUSEDOPS_CUDA=OFF tools/setup.sh
+#
+# FUSEDOPS_CUDA (AUTO|ON|OFF) and FUSEDOPS_CUDA_ARCHS (e.g. "9.0") pass through
+# to the build; BUILD_DIR keeps one incremental build tree per variant.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=${VENV:-.venv}
+python=${PYTHON:-python3}
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || {
+  echo "setup: fusedops needs Python 3.10 or newer ($python is $("$python" --version))" >&2; exit 1; }
+
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+echo "setup: installing ${TORCH_SPEC:-torch} and the build tools into $venv"
+"$venv/bin/python" -m pip install -q "${TORCH_SPEC:-torch}" scikit-build-core "cmake>=3.30" ninja \
+  pytest numpy expecttest hypothesis
+
+echo "setup: building fusedops (FUSEDOPS_CUDA=${FUSEDOPS_CUDA:-AUTO})"
+build_dir=${BUILD_DIR:-build/$("$venv/bin/python" -c 'import torch; print(torch.__version__)')}
+"$venv/bin/python" -m pip install -q --no-build-isolation --config-settings=build-dir="$build_dir" .
+"$venv/bin/python" -c 'import fusedops; print("setup: installed fusedops", fusedops.__version__)'
