@@ -15,8 +15,8 @@ namespace fusedops {
 namespace {
 
 at::Tensor add_cpu(const at::Tensor& a, const at::Tensor& b) {
-  const SymShape shape = add_output_shape(a, b);
-  at::Tensor out = at::empty(c10::asIntArrayRefUnchecked(shape), a.options());
+  const Shape shape = add_output_shape<int64_t>(a, b);
+  at::Tensor out = at::empty(shape, a.options());
   if (out.numel() == 0) return out;
   at::Tensor x = a, y = b;
   const auto layout = elementwise_layout<3>(out, {&x, &y});
@@ -29,7 +29,7 @@ at::Tensor add_cpu(const at::Tensor& a, const at::Tensor& b) {
 }
 
 at::Tensor add_meta(const at::Tensor& a, const at::Tensor& b) {
-  return at::empty_symint(add_output_shape(a, b), a.options());
+  return at::empty_symint(add_output_shape<c10::SymInt>(a, b), a.options());
 }
 
 // Gradients flow to both inputs, summed over the dimensions each was

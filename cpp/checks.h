@@ -13,6 +13,7 @@
 
 namespace fusedops {
 
+using Shape = c10::SmallVector<int64_t, kMaxDims>;
 using SymShape = c10::SmallVector<c10::SymInt, kMaxDims>;
 
 inline void check_floating(const char* op, const char* arg, const at::Tensor& t) {
@@ -33,15 +34,17 @@ inline void check_same_dtype_device(const char* op, const char* name_a, const at
                  name_a, " (", a.device(), "), got ", b.device());
 }
 
-// torch.broadcast_shapes with an error naming both arguments. Works on
-// symbolic sizes too, so Meta kernels share it.
-inline SymShape broadcast_shape(const char* op, const char* name_a, c10::SymIntArrayRef a,
-                                const char* name_b, c10::SymIntArrayRef b) {
+// torch.broadcast_shapes with an error naming both arguments. Kernels call it
+// with concrete sizes (IntArrayRef, fast), Meta kernels with symbolic ones.
+template <typename Size>
+c10::SmallVector<Size, kMaxDims> broadcast_shape(const char* op, const char* name_a,
+                                                 c10::ArrayRef<Size> a, const char* name_b,
+                                                 c10::ArrayRef<Size> b) {
   const size_t ndim = std::max(a.size(), b.size());
-  SymShape out(ndim);
+  c10::SmallVector<Size, kMaxDims> out(ndim, Size(1));
   for (size_t i = 0; i < ndim; ++i) {
-    const c10::SymInt sa = i < ndim - a.size() ? c10::SymInt(1) : a[i - (ndim - a.size())];
-    const c10::SymInt sb = i < ndim - b.size() ? c10::SymInt(1) : b[i - (ndim - b.size())];
+    const Size& sa = i < ndim - a.size() ? out[i] : a[i - (ndim - a.size())];
+    const Size& sb = i < ndim - b.size() ? out[i] : b[i - (ndim - b.size())];
     FUSEDOPS_CHECK(sa == sb || sa == 1 || sb == 1, op, name_a, " of shape ", a, " and ", name_b,
                    " of shape ", b, " do not broadcast (dimension ", i, ": ", sa, " vs ", sb, ")");
     out[i] = sa == 1 ? sb : sa;

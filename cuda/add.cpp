@@ -14,16 +14,15 @@ namespace fusedops {
 namespace {
 
 at::Tensor add_cuda(const at::Tensor& a, const at::Tensor& b) {
-  const SymShape shape = add_output_shape(a, b);
+  const Shape shape = add_output_shape<int64_t>(a, b);
   const c10::cuda::CUDAGuard guard(a.device());
-  at::Tensor out = at::empty(c10::asIntArrayRefUnchecked(shape), a.options());
+  at::Tensor out = at::empty(shape, a.options());
   if (out.numel() == 0) return out;
   at::Tensor x = a, y = b;
   const auto layout = elementwise_layout<3>(out, {&x, &y});
   cuda::check_launch("add", cuda::launch_add(to_dtype(a.scalar_type()), out.data_ptr(),
                                              x.const_data_ptr(), y.const_data_ptr(), layout,
-                                             out.numel(), cuda::device_info(a.get_device()),
-                                             c10::cuda::getCurrentCUDAStream()));
+                                             out.numel(), c10::cuda::getCurrentCUDAStream()));
   return out;
 }
 

@@ -12,11 +12,10 @@ struct AddOp {
 }  // namespace
 
 cudaError_t launch_add(DType dtype, void* out, const void* a, const void* b,
-                       const StridedLayout<3>& layout, int64_t numel, const DeviceInfo& dev,
-                       cudaStream_t stream) {
+                       const StridedLayout<3>& layout, int64_t numel, cudaStream_t stream) {
   return dispatch_dtype(dtype, [&]<typename T>() {
     return launch_binary(static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b),
-                         layout, numel, dev, stream, AddOp{});
+                         layout, numel, stream, AddOp{});
   });
 }
 
