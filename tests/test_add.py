@@ -104,7 +104,7 @@ def test_compile_fullgraph_forward_backward(device):
         b = torch.randn(17, device=device, requires_grad=True)
         got = torch.autograd.grad(compiled(a, b), (a, b))
         expected = torch.autograd.grad(f(a, b), (a, b))
-        for g, e in zip(got, expected):
+        for g, e in zip(got, expected, strict=True):
             torch.testing.assert_close(g, e)
 
 

@@ -22,7 +22,8 @@ def test_matching_environment_is_accepted():
 @pytest.mark.parametrize(
     "torch_version, cuda, expected",
     [
-        ("2.13.0+cu130", "13.0", ["torch 2.14.1+cu130 (this environment has torch 2.13.0+cu130)", "pt213cu130"]),
+        ("2.13.0+cu130", "13.0",
+         ["torch 2.14.1+cu130 (this environment has torch 2.13.0+cu130)", "pt213cu130"]),
         ("2.14.1+cu128", "12.8", ["CUDA 13.0 (this environment has CUDA 12.8)", "pt214cu128"]),
         ("2.14.1+cpu", None, ["CUDA 13.0 (this environment has a CPU-only torch)", "pt214cpu"]),
     ],

@@ -9,7 +9,7 @@ set -uo pipefail
 out=${1:?usage: tools/gpu_check.sh OUTDIR}
 mkdir -p "$out"
 python=${PYTHON:-python3}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 arch=$("$python" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())') || {
   echo "gpu_check: no CUDA device visible to torch" >&2; exit 1; }

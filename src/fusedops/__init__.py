@@ -11,7 +11,7 @@ from typing import Any
 
 from . import _loader
 
-__all__ = ["add", "build_info", "__version__"]
+__all__ = ["__version__", "add", "build_info"]
 
 
 def build_info() -> dict[str, Any]:

@@ -39,7 +39,8 @@ def info() -> int:
     print(f"  torch          {build['torch']}")
     print(f"  CUDA           {build['torch_cuda'] or 'none (CPU-only build)'}")
     print(f"  CUDA archs     {build['cuda_archs'] or '-'}")
-    print(f"  compilers      {build['compiler']}" + (f", {build['cuda_compiler']}" if build["cuda_compiler"] else ""))
+    compilers = ", ".join(c for c in (build["compiler"], build["cuda_compiler"]) if c)
+    print(f"  compilers      {compilers}")
     print(f"  build type     {build['build_type']}")
     print("this environment")
     print(f"  Python         {platform.python_version()} ({sys.executable})")
@@ -50,8 +51,8 @@ def info() -> int:
         for index in range(torch.cuda.device_count()):
             capability = torch.cuda.get_device_capability(index)
             support = arch_support(build["cuda_archs"], capability) if build["cuda_archs"] else None
-            print(f"  GPU {index}          {torch.cuda.get_device_name(index)}, sm_{capability[0]}{capability[1]}: "
-                  + (support or "NOT SUPPORTED by this build"))
+            name = f"{torch.cuda.get_device_name(index)}, sm_{capability[0]}{capability[1]}"
+            print(f"  GPU {index}          {name}: {support or 'NOT SUPPORTED by this build'}")
             ok = ok and (support is not None or not build["torch_cuda"])
     else:
         print("  GPU            none visible")
@@ -78,7 +79,7 @@ def check() -> int:
             b = torch.randn(33, device=device, dtype=dtype)
             good = torch.equal(fusedops.add(a, b), torch.add(a, b))
             failures += not good
-            print(f"add  {device:5} {str(dtype):15} {'ok' if good else 'FAILED'}")
+            print(f"add  {device:5} {dtype!s:15} {'ok' if good else 'FAILED'}")
     print("check: " + ("all passed" if not failures else f"{failures} FAILED"))
     return 1 if failures else 0
 
