@@ -11,6 +11,10 @@ mkdir -p "$out"
 python=${PYTHON:-python3}
 cd "$(dirname "$0")/.." || exit 1
 
+# The system compiler, whatever CXX says: some images point CXX at a wrapper
+# that links libstdc++ statically, which CMakeLists.txt refuses.
+unset CC CXX CUDAHOSTCXX
+
 arch=$("$python" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())') || {
   echo "gpu_check: no CUDA device visible to torch" >&2; exit 1; }
 echo "== build for sm_${arch/./} ($("$python" -c 'import torch; print(torch.__version__)'))"
