@@ -6,7 +6,8 @@
 #   VENV=/tmp/v TORCH_SPEC=torch==2.13.0 FUSEDOPS_CUDA=OFF tools/setup.sh
 #
 # FUSEDOPS_CUDA (AUTO|ON|OFF) and FUSEDOPS_CUDA_ARCHS (e.g. "9.0") pass through
-# to the build; BUILD_DIR keeps one incremental build tree per variant.
+# to the build; BUILD_DIR keeps one incremental build tree per torch; the wheel
+# lands in WHEEL_DIR (default dist/) and is what gets installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,5 +23,13 @@ echo "setup: installing ${TORCH_SPEC:-torch} and the build tools into $venv"
 
 echo "setup: building fusedops (FUSEDOPS_CUDA=${FUSEDOPS_CUDA:-AUTO})"
 build_dir=${BUILD_DIR:-build/$("$venv/bin/python" -c 'import torch; print(torch.__version__)')}
-"$venv/bin/python" -m pip install -q --no-build-isolation --config-settings=build-dir="$build_dir" .
+fresh=$(mktemp -d)
+trap 'rm -rf "$fresh"' EXIT
+"$venv/bin/python" -m pip wheel -q --no-build-isolation --no-deps -w "$fresh" \
+  --config-settings=build-dir="$build_dir" .
+built=("$fresh"/fusedops-*.whl)
+wheel_dir=${WHEEL_DIR:-dist}
+mkdir -p "$wheel_dir"
+mv "${built[0]}" "$wheel_dir/"
+"$venv/bin/python" -m pip install -q --no-deps --force-reinstall "$wheel_dir/$(basename "${built[0]}")"
 "$venv/bin/python" -c 'import fusedops; print("setup: installed fusedops", fusedops.__version__)'
