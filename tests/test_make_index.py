@@ -123,7 +123,6 @@ def test_root_index_commands(tree):
     assert (
         "pip install fusedops --index-url https://example.test/whl/pt214cu130/simple"
         " --extra-index-url https://download.pytorch.org/whl/cu130"
-        " --extra-index-url https://pypi.org/simple"
     ) in text
     assert (
         "pip install &quot;fusedops==0.1.0+pt213cpu&quot;"

@@ -33,7 +33,6 @@ from urllib.parse import quote
 
 PROJECT = "fusedops"
 DEFAULT_BASE_URL = "https://fusedops.github.io/whl"
-PYPI = "https://pypi.org/simple"
 TORCH_INDEX = "https://download.pytorch.org/whl"
 
 _LABEL_RE = re.compile(r"^pt(\d+)(cpu|cu\d+)$")
@@ -164,7 +163,7 @@ def install_commands(base_url: str, variant: str, device: str, page: str, newest
     return [
         (
             f"pip install {PROJECT} --index-url {base_url}/{variant}/simple"
-            f" --extra-index-url {torch_index} --extra-index-url {PYPI}"
+            f" --extra-index-url {torch_index}"
         ),
         # -f still searches PyPI for the name: the exact pin keeps other projects out.
         f'pip install "{PROJECT}=={newest}" -f {base_url}/{page} --extra-index-url {torch_index}',
