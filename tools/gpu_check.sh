@@ -4,6 +4,14 @@
 # self-hosted CI runner). Logs and JSON go to the directory given.
 #
 #   tools/gpu_check.sh OUTDIR            (PYTHON=... to pick the interpreter)
+#
+# GPU_CHECK_SANITIZER=1 adds a stage that runs a small CUDA test selection
+# (GPU_CHECK_SANITIZER_TESTS, pytest arguments) under compute-sanitizer's
+# memcheck (with torch's caching allocator off, so that out-of-bounds accesses
+# are not hidden in cached blocks) and racecheck, both with --error-exitcode 1,
+# into OUTDIR/sanitizer.log. compute-sanitizer is looked up on PATH, in
+# CUDA_HOME, /usr/local/cuda and NVIDIA's pip wheels (COMPUTE_SANITIZER=...
+# to name it). OUTDIR gets at most 8 files.
 set -uo pipefail
 
 out=${1:?usage: tools/gpu_check.sh OUTDIR}
@@ -33,9 +41,45 @@ echo "== tests"
 "$python" -m pytest "$repo/tests" -q -rs -p no:cacheprovider --junitxml=junit.xml 2>&1 | tee tests.log
 tests_status=${PIPESTATUS[0]}
 
+sanitizer_status=0
+if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ]; then
+  echo "== compute-sanitizer (memcheck, racecheck) -> sanitizer.log"
+  sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer)}
+  for candidate in "${CUDA_HOME:-/nonexistent}/bin/compute-sanitizer" /usr/local/cuda/bin/compute-sanitizer \
+    $("$python" -c 'import nvidia, os; print(" ".join(nvidia.__path__))' 2>/dev/null); do
+    [ -n "$sanitizer" ] && break
+    if [ -d "$candidate" ]; then
+      candidate=$(find "$candidate" -name compute-sanitizer -type f -perm -u+x 2>/dev/null | head -1)
+    fi
+    [ -n "$candidate" ] && [ -x "$candidate" ] && sanitizer=$candidate
+  done
+  if [ -z "$sanitizer" ]; then
+    echo "gpu_check: GPU_CHECK_SANITIZER=1 but no compute-sanitizer found (set COMPUTE_SANITIZER)" | tee sanitizer.log >&2
+    sanitizer_status=1
+  else
+    # Small and fast: no torch.compile (its worker processes), no opcheck, no
+    # > 2^31-element tests, CUDA cases only.
+    read -r -a selection <<<"${GPU_CHECK_SANITIZER_TESTS:-$repo/tests/test_cuda_robustness.py $repo/tests/test_add.py}"
+    filter=${GPU_CHECK_SANITIZER_FILTER:-cuda and not cpu and not compile and not opcheck and not 2_31}
+    "$sanitizer" --version >sanitizer.log 2>&1
+    for tool in memcheck racecheck; do
+      echo "== $tool: $sanitizer --tool $tool, pytest ${selection[*]} -k '$filter'" | tee -a sanitizer.log
+      start=$SECONDS
+      caching=()
+      [ "$tool" = memcheck ] && caching=(env PYTORCH_NO_CUDA_MEMORY_CACHING=1)
+      "${caching[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --report-api-errors no --print-limit 200 \
+        "$python" -m pytest "${selection[@]}" -k "$filter" -x -q -p no:cacheprovider >>sanitizer.log 2>&1
+      status=$?
+      echo "== $tool exit $status in $((SECONDS - start)) s" | tee -a sanitizer.log
+      [ "$status" -eq 0 ] || sanitizer_status=1
+    done
+    grep -E '========= (ERROR SUMMARY|RACECHECK SUMMARY)|passed|failed' sanitizer.log
+  fi
+fi
+
 echo "== benchmark"
 "$python" -m fusedops bench --json bench.json 2>&1 | tee bench.log
 bench_status=${PIPESTATUS[0]}
 
-echo "gpu_check: tests exit $tests_status, bench exit $bench_status; results in $out"
-[ "$tests_status" -eq 0 ] && [ "$bench_status" -eq 0 ]
+echo "gpu_check: tests exit $tests_status, sanitizer exit $sanitizer_status, bench exit $bench_status; results in $out"
+[ "$tests_status" -eq 0 ] && [ "$sanitizer_status" -eq 0 ] && [ "$bench_status" -eq 0 ]
