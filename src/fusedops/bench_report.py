@@ -17,8 +17,8 @@ from typing import Any
 
 IMPLS = ("fusedops", "eager", "compile")
 # Fields that are measurements or derived from them, not part of a case.
-MEASURED = {"impl", "ms", "bytes", "flops", "GBs", "TFLOPs", "pct_of_copy", "pct_of_ceiling", "ceiling",
-            "fusedops_speedup", "vs_eager", "vs_compile", "rate", "rate_unit"}
+MEASURED = {"impl", "ms", "bytes", "flops", "GBs", "TFLOPs", "pct_of_copy", "pct_of_gemm", "pct_of_ceiling",
+            "ceiling", "fusedops_speedup", "vs_eager", "vs_compile", "us_per_call"}
 
 
 def case_key(row: dict[str, Any]) -> tuple:
@@ -26,10 +26,12 @@ def case_key(row: dict[str, Any]) -> tuple:
 
 
 def shape_text(shape: Iterable[int]) -> str:
-    """[268435456] -> 2^28; [65536, 4096] -> 65536x4096 (powers of two of 2^10 and up as 2^k)."""
-    def one(n: int) -> str:
-        return f"2^{n.bit_length() - 1}" if n >= 1024 and n & (n - 1) == 0 else str(n)
-    return "x".join(one(int(s)) for s in shape)
+    """[268435456] -> 2^28 (a flat size of 2^10 and up that is a power of two);
+    [65536, 4096] -> 65536x4096."""
+    shape = [int(s) for s in shape]
+    if len(shape) == 1 and shape[0] >= 1024 and shape[0] & (shape[0] - 1) == 0:
+        return f"2^{shape[0].bit_length() - 1}"
+    return "x".join(str(s) for s in shape)
 
 
 def case_label(row: dict[str, Any]) -> str:
@@ -38,19 +40,29 @@ def case_label(row: dict[str, Any]) -> str:
     for key, value in sorted(row.items()):
         if key in MEASURED or key in ("op", "pass", "dtype", "shape"):
             continue
-        parts.append(f"{key}={shape_text(value) if isinstance(value, list) else value}")
+        parts.append(f"{key}={'x'.join(map(str, value)) if isinstance(value, list) else value}")
     return " ".join(p for p in parts if p)
 
 
 def rate(row: dict[str, Any]) -> tuple[float, str]:
-    """The achieved rate of a row: TFLOP/s for FLOP-counted rows, else GB/s."""
+    """The achieved rate of a row: TFLOP/s for FLOP-counted rows, GB/s for
+    byte-counted ones, host microseconds per call for overhead rows."""
     if "TFLOPs" in row:
         return row["TFLOPs"], "TFLOP/s"
+    if "us_per_call" in row:
+        return row["us_per_call"], "us/call"
     return row.get("GBs", float("nan")), "GB/s"
 
 
 def pct_of_ceiling(row: dict[str, Any]) -> float:
-    return row.get("pct_of_ceiling", row.get("pct_of_copy", float("nan")))
+    for key in ("pct_of_ceiling", "pct_of_gemm", "pct_of_copy"):
+        if key in row:
+            return row[key]
+    return float("nan")
+
+
+def ceiling_name(row: dict[str, Any]) -> str:
+    return row.get("ceiling") or ("gemm" if "TFLOPs" in row else "copy")
 
 
 def cases(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -97,7 +109,8 @@ def plot(result: dict[str, Any], path: str) -> None:
             values = [e[f"vs_{impl}"] for e in mine]
             bars = ax.barh([y + offset for y in ys], values, height=width, color=color,
                            label=f"fusedops speed / {'eager' if impl == 'eager' else 'torch.compile'}")
-            ax.bar_label(bars, labels=[f"{v:.2f}x" for v in values], fontsize=7, padding=2)
+            ax.bar_label(bars, labels=[f"{v:.2f}x" if v == v else "n/a" for v in values], fontsize=7,
+                         padding=2)
         ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set_yticks(list(ys), [e["label"] for e in mine], fontsize=8)
         ax.set_title(op, fontsize=10, loc="left")
@@ -115,7 +128,8 @@ def plot(result: dict[str, Any], path: str) -> None:
 
 
 def ceilings_text(result: dict[str, Any]) -> str:
-    found = result.get("ceilings") or {"copy": {"value": result.get("copy_GBs"), "unit": "GB/s"}}
+    found = result.get("ceilings") or {"copy": {"value": result.get("copy_GBs"), "unit": "GB/s"},
+                                       "gemm": {"value": result.get("gemm_TFLOPs"), "unit": "TFLOP/s"}}
     return "; ".join(f"{name} {c['value']:.1f} {c['unit']}" + (f" ({c['what']})" if c.get("what") else "")
                      for name, c in found.items() if c.get("value") is not None)
 
@@ -136,7 +150,7 @@ def markdown_tables(result: dict[str, Any]) -> str:
             value, unit = rate(e["row"])
             ms = e["ms"]
             lines.append(f"| {e['label']} | {ms['fusedops']:.4f} | {value:.1f} {unit} | "
-                         f"{pct_of_ceiling(e['row']):.0f}% ({e['row'].get('ceiling', 'copy')}) | "
+                         f"{pct_of_ceiling(e['row']):.0f}% ({ceiling_name(e['row'])}) | "
                          f"{ms.get('eager', float('nan')):.4f} | {ms.get('compile', float('nan')):.4f} | "
                          f"{e['vs_eager']:.2f}x | {e['vs_compile']:.2f}x |")
         lines.append("")

@@ -1,0 +1,96 @@
+"""fusedops.bench_report and benchmarks/report.py on a made-up run."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fusedops import bench_report
+
+REPORT = Path(__file__).resolve().parents[1] / "benchmarks" / "report.py"
+
+
+def row(op, impl, ms, shape, **extra):
+    r = {"op": op, "pass": "fwd", "impl": impl, "dtype": "float32", "shape": shape, "ms": ms}
+    if op == "linear":
+        r.update(flops=2 * 1024**3, TFLOPs=2 * 1024**3 / ms / 1e9, pct_of_ceiling=50.0, ceiling="gemm")
+    else:
+        r.update(bytes=3 * 4 * shape[0], GBs=3 * 4 * shape[0] / ms / 1e6, pct_of_ceiling=90.0, ceiling="copy")
+    r.update(extra)
+    return r
+
+
+RESULT = {
+    "env": {"fusedops": "0.1.0+pt213cpu", "torch": "2.13.0", "device": "cpu", "threads": 2,
+            "command": "python -m fusedops bench --device cpu --quick --json run.json"},
+    "ceilings": {"copy": {"value": 10.0, "unit": "GB/s", "what": "copy_"},
+                 "gemm": {"value": 1.0, "unit": "TFLOP/s", "what": "mm 1024^3"}},
+    "rows": [
+        row("add", "fusedops", 1.0, [1 << 20]), row("add", "eager", 2.0, [1 << 20]),
+        row("add", "compile", 0.5, [1 << 20]),
+        row("sbc", "fusedops", 1.0, [1 << 20], bias=[4096]), row("sbc", "eager", 3.0, [1 << 20], bias=[4096]),
+        row("sbc", "compile", 1.5, [1 << 20], bias=[4096]),
+        row("sbc", "fusedops", 2.0, [1 << 20], bias=[1 << 20]),
+        row("sbc", "eager", 2.0, [1 << 20], bias=[1 << 20]),
+        row("sbc", "compile", 4.0, [1 << 20], bias=[1 << 20]),
+        row("linear", "fusedops", 4.0, [1024, 1024, 1024]), row("linear", "eager", 3.0, [1024, 1024, 1024]),
+        row("linear", "compile", 4.0, [1024, 1024, 1024]),
+        {"op": "linear", "pass": "host", "impl": "fusedops", "dtype": "float32", "shape": [16, 16, 16],
+         "ms": 0.004, "us_per_call": 4.0},
+        {"op": "linear", "pass": "host", "impl": "eager", "dtype": "float32", "shape": [16, 16, 16],
+         "ms": 0.005, "us_per_call": 5.0},
+    ],
+}
+
+
+def test_cases_and_speedups():
+    cases = bench_report.cases(RESULT)
+    assert [(c["op"], c["label"]) for c in cases] == [
+        ("add", "fwd float32 2^20"),
+        ("sbc", "fwd float32 2^20 bias=4096"),
+        ("sbc", "fwd float32 2^20 bias=1048576"),
+        ("linear", "fwd float32 1024x1024x1024"),
+        ("linear", "host float32 16x16x16"),
+    ]
+    speed = [(c["vs_eager"], c["vs_compile"]) for c in cases]
+    assert speed[:4] == [(2.0, 0.5), (3.0, 1.5), (1.0, 2.0), (0.75, 1.0)]
+    assert speed[4][0] == pytest.approx(1.25) and math.isnan(speed[4][1])
+    losses = bench_report.losses(RESULT)
+    assert losses == ["add fwd float32 2^20: 0.50x torch.compile (1.0000 ms vs 0.5000 ms)",
+                      "linear fwd float32 1024x1024x1024: 0.75x eager PyTorch (4.0000 ms vs 3.0000 ms)"]
+
+
+def test_markdown_names_run_and_losses(tmp_path):
+    md = bench_report.performance_markdown(RESULT, str(tmp_path / "plot.png"), str(tmp_path / "PERF.md"))
+    assert "`python -m fusedops bench --device cpu --quick --json run.json`" in md
+    assert "copy 10.0 GB/s (copy_); gemm 1.0 TFLOP/s (mm 1024^3)" in md
+    assert "![fusedops speedup over eager PyTorch and torch.compile](plot.png)" in md
+    assert "| fwd float32 2^20 | 1.0000 | 12.6 GB/s | 90% (copy) | 2.0000 | 0.5000 | 2.00x | 0.50x |" in md
+    assert "- add fwd float32 2^20: 0.50x torch.compile" in md
+    assert "host float32 16x16x16 | 0.0040 | 4.0 us/call" in md
+
+
+def test_old_json_without_ceilings_section():
+    old = {"env": {}, "copy_GBs": 4185.4, "rows": [dict(r, pct_of_copy=r.pop("pct_of_ceiling"))
+                                                  for r in map(dict, RESULT["rows"][:3])]}
+    for r in old["rows"]:
+        r.pop("ceiling")
+    assert bench_report.ceilings_text(old) == "copy 4185.4 GB/s"
+    assert "90% (copy)" in bench_report.markdown_tables(old)
+
+
+def test_report_script_writes_plot_and_markdown(tmp_path):
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(RESULT))
+    png, md = tmp_path / "docs" / "perf.png", tmp_path / "docs" / "PERFORMANCE.md"
+    png.parent.mkdir()
+    subprocess.run([sys.executable, str(REPORT), str(run), str(png), str(md)], check=True, cwd=tmp_path,
+                   timeout=120)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "](perf.png)" in md.read_text()
