@@ -33,11 +33,13 @@ struct LinearEpilogue {
 
 template <typename A>
 FUSEDOPS_HD A gelu_erf(A v) {
+  using std::erf;
   return A(0.5) * v * (A(1) + erf(v * A(0.70710678118654752440)));
 }
 
 template <typename A>
 FUSEDOPS_HD A gelu_tanh(A v) {
+  using std::tanh;
   const A inner = A(0.79788456080286535588) * (v + A(0.044715) * v * v * v);
   return A(0.5) * v * (A(1) + tanh(inner));
 }
@@ -55,6 +57,9 @@ FUSEDOPS_HD A activate(Activation act, A v) {
 // d act(v) / dv, with torch's formulas (relu: 1 where v > 0, else 0).
 template <typename A>
 FUSEDOPS_HD A activate_grad(Activation act, A v) {
+  using std::erf;
+  using std::exp;
+  using std::tanh;
   switch (act) {
     case Activation::Relu: return v > A(0) ? A(1) : A(0);
     case Activation::Gelu: {
