@@ -26,8 +26,8 @@ class Linear(torch.nn.Linear):
         bias: bool = True,
         *,
         activation: str | None = None,
-        min: float | None = None,  # noqa: A002 - torch.clamp's names
-        max: float | None = None,  # noqa: A002
+        min: float | None = None,
+        max: float | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -46,8 +46,8 @@ class Linear(torch.nn.Linear):
         module: torch.nn.Linear,
         *,
         activation: str | None = None,
-        min: float | None = None,  # noqa: A002
-        max: float | None = None,  # noqa: A002
+        min: float | None = None,
+        max: float | None = None,
     ) -> Linear:
         """A fusedops Linear sharing `module`'s parameters (no copy)."""
         if not isinstance(module, torch.nn.Linear):
