@@ -8,6 +8,12 @@ namespace fusedops {
 
 TORCH_LIBRARY(fusedops, m) {
   m.def("add(Tensor a, Tensor b) -> Tensor");
+  m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, float? min=None, "
+        "float? max=None) -> Tensor");
+  m.def("linear_forward(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max) "
+        "-> (Tensor, Tensor)");
+  m.def("linear_backward(Tensor grad, Tensor x, Tensor weight, Tensor saved, str? activation, float? min, "
+        "float? max, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
 }
 
 #ifndef FUSEDOPS_WITH_CUDA
@@ -23,7 +29,7 @@ void no_cuda_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {
-  for (const char* name : {"add"}) {
+  for (const char* name : {"add", "linear", "linear_forward", "linear_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&no_cuda_kernel>());
   }
 }
