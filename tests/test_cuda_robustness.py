@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import CUDA, DEVICES
 
 import fusedops
@@ -36,10 +37,10 @@ class Sample:
     tolerance: dict[str, float]
 
 
-def _randn(shape, device, dtype, generator, requires_grad=True):
+def _randn(shape, device, dtype, generator, requires_grad=True, scale=1.0):
     # Drawn on the CPU from an explicit generator: the same values on every
     # device and in every thread, whatever the global seed.
-    t = torch.randn(shape, generator=generator, dtype=torch.float64).to(device=device, dtype=dtype)
+    t = (torch.randn(shape, generator=generator, dtype=torch.float64) * scale).to(device=device, dtype=dtype)
     return t.requires_grad_(requires_grad)
 
 
@@ -52,6 +53,15 @@ SAMPLES: dict[str, Sample] = {
         op=fusedops.add,
         ref=torch.add,
         tolerance=FP32,
+    ),
+    "linear": Sample(
+        make=lambda device, dtype, g, rows: (_randn((rows, 96), device, dtype, g),
+                                             _randn((80, 96), device, dtype, g, scale=96**-0.5),
+                                             _randn((80,), device, dtype, g)),
+        op=lambda x, w, b: fusedops.linear(x, w, b, activation="gelu", max=1.0),
+        ref=lambda x, w, b: torch.clamp(F.gelu(F.linear(x, w, b)), max=1.0),
+        # Sums over 96 inputs, and over all rows for the grads of weight and bias.
+        tolerance=dict(rtol=1e-4, atol=1e-4),
     ),
 }
 
