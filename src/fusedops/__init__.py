@@ -11,7 +11,7 @@ from typing import Any
 
 from . import _loader
 
-__all__ = ["add", "build_info", "__version__"]
+__all__ = ["__version__", "add", "build_info", "nn", "scale_bias_clamp"]
 
 
 def build_info() -> dict[str, Any]:
@@ -34,4 +34,5 @@ except ImportError as error:
 
 __version__: str = build_info()["version"]
 
-from ._ops import add  # noqa: E402
+from . import nn  # noqa: E402
+from ._ops import add, scale_bias_clamp  # noqa: E402

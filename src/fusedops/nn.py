@@ -1,0 +1,7 @@
+"""fusedops.nn: torch.nn modules built on the fused operators."""
+
+from __future__ import annotations
+
+from ._scale_bias_clamp_module import ScaleBiasClamp
+
+__all__ = ["ScaleBiasClamp"]
