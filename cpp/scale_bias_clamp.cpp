@@ -46,19 +46,25 @@ void forward_cpu_kernel(const SbcForwardSetup& s) {
   const int inner = l.ndim - 1;
   const int64_t so = l.strides[0][inner], sx = l.strides[1][inner], sb = l.strides[2][inner];
   at::parallel_for(0, s.out.numel(), cpu::kGrain, [&](int64_t begin, int64_t end) {
+    const A lo = clamp.lo, hi = clamp.hi, sc = scale;
+    auto f = [lo, hi, sc](A xv, A b) {
+      const A v = xv * sc + b;
+      const A r = v < lo ? lo : v;
+      return r > hi ? hi : r;
+    };
     cpu::for_each_run(l, begin, end, [&](int64_t len, const int64_t* off) {
       T* __restrict__ o = out + off[0];
       const T* __restrict__ xp = x + off[1];
       const T* __restrict__ bp = bias ? bias + off[2] : nullptr;
       if (so == 1 && sx == 1 && bp != nullptr && sb == 1) {
-        for (int64_t i = 0; i < len; ++i) o[i] = T(clamp(A(xp[i]) * scale + A(bp[i])));
+        for (int64_t i = 0; i < len; ++i) o[i] = T(f(A(xp[i]), A(bp[i])));
       } else if (so == 1 && sx == 1 && (bp == nullptr || sb == 0)) {
         const A b = bp ? A(bp[0]) : b0;
-        for (int64_t i = 0; i < len; ++i) o[i] = T(clamp(A(xp[i]) * scale + b));
+        for (int64_t i = 0; i < len; ++i) o[i] = T(f(A(xp[i]), b));
       } else {
         for (int64_t i = 0; i < len; ++i) {
           const A b = bp ? A(bp[i * sb]) : b0;
-          o[i * so] = T(clamp(A(xp[i * sx]) * scale + b));
+          o[i * so] = T(f(A(xp[i * sx]), b));
         }
       }
     });
@@ -99,6 +105,31 @@ struct BwdContext {
 
 // One run of len elements. gx/gb (contiguous) may be null; bias null means b0.
 // kUnit: grad_out, x and a non-null bias advance by 1 (or bias by 0 if kBiasConst).
+// Processes elements [i, i + w) (w <= kLanes) of one run: lane j takes
+// element i + j, so the summation order is fixed by the run alone.
+template <typename T>
+inline void finish_block(const BwdContext<T>& c, int64_t w, at::opmath_type<T>* xa,
+                         at::opmath_type<T>* gm, T* __restrict__ gx, T* __restrict__ gb,
+                         at::opmath_type<T> (&lane_s)[kLanes], at::opmath_type<T> (&lane_b)[kLanes]) {
+  using A = at::opmath_type<T>;
+  const A sc = c.scale;
+  if (w == kLanes) {
+    if (gx) for (int j = 0; j < kLanes; ++j) gx[j] = T(gm[j] * sc);
+    if (gb) for (int j = 0; j < kLanes; ++j) gb[j] = T(gm[j]);
+    for (int j = 0; j < kLanes; ++j) lane_s[j] += gm[j] * xa[j];
+    for (int j = 0; j < kLanes; ++j) lane_b[j] += gm[j];
+  } else {
+    for (int j = 0; j < w; ++j) {
+      if (gx) gx[j] = T(gm[j] * sc);
+      if (gb) gb[j] = T(gm[j]);
+      lane_s[j] += gm[j] * xa[j];
+      lane_b[j] += gm[j];
+    }
+  }
+}
+
+// One run of len elements. gx/gb (contiguous) may be null; bias null means b0.
+// kUnit: grad_out, x and a non-null bias advance by 1 (or bias by 0 if kBiasConst).
 template <typename T, bool kUnit, bool kBiasConst>
 void backward_run(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, T* __restrict__ gb,
                   const T* __restrict__ g, int64_t sg, const T* __restrict__ x, int64_t sx,
@@ -106,21 +137,21 @@ void backward_run(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, T* __
                   at::opmath_type<T> (&lane_b)[kLanes]) {
   using A = at::opmath_type<T>;
   const A bconst = bias ? A(bias[0]) : c.b0;
-  auto element = [&](int64_t i, int j) {
-    const T gv = kUnit ? g[i] : g[i * sg];
-    const A xa = A(kUnit ? x[i] : x[i * sx]);
-    const A b = kBiasConst ? bconst : A(kUnit ? bias[i] : bias[i * sb]);
-    const A gm = c.clamp.pass(xa * c.scale + b) ? A(gv) : A(0);
-    if (gx) gx[i] = T(gm * c.scale);
-    if (gb) gb[i] = T(gm);
-    lane_s[j] += gm * xa;
-    lane_b[j] += gm;
-  };
-  int64_t i = 0;
-  for (; i + kLanes <= len; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) element(i + j, j);
+  const A sc = c.scale, lo = c.clamp.lo, hi = c.clamp.hi;
+  const bool nobound = !c.clamp.any_bound;
+  for (int64_t i = 0; i < len; i += kLanes) {
+    const int64_t w = std::min<int64_t>(kLanes, len - i);
+    A xa[kLanes] = {}, gm[kLanes] = {};
+    for (int j = 0; j < w; ++j) {
+      const int64_t k = i + j;
+      xa[j] = A(kUnit ? x[k] : x[k * sx]);
+      const A b = kBiasConst ? bconst : A(kUnit ? bias[k] : bias[k * sb]);
+      const A v = xa[j] * sc + b;
+      const bool pass = nobound | ((v >= lo) & (v <= hi));
+      gm[j] = pass ? A(kUnit ? g[k] : g[k * sg]) : A(0);
+    }
+    finish_block<T>(c, w, xa, gm, gx ? gx + i : nullptr, gb ? gb + i : nullptr, lane_s, lane_b);
   }
-  for (int j = 0; i < len; ++i, ++j) element(i, j);
 }
 
 template <typename T>
@@ -187,9 +218,11 @@ template <typename T>
 void backward_rows(const SbcBackwardSetup& s, const RowsTiling& t, at::opmath_type<T>* partial_s,
                    at::opmath_type<T>* partial_b) {
   using A = at::opmath_type<T>;
-  const SbcClamp<A> clamp = make_clamp<A>(s.scalars);
-  const A scale = s.scalars.scale ? A(*static_cast<const T*>(s.scalars.scale)) : A(s.scalars.scale_value);
-  const A b0 = A(s.scalars.bias_value);
+  const BwdContext<T> c{make_clamp<A>(s.scalars),
+                        s.scalars.scale ? A(*static_cast<const T*>(s.scalars.scale)) : A(s.scalars.scale_value),
+                        A(s.scalars.bias_value)};
+  const A sc = c.scale, lo = c.clamp.lo, hi = c.clamp.hi, b0 = c.b0;
+  const bool nobound = !c.clamp.any_bound;
   T* grad_x = static_cast<T*>(s.grads.grad_x);
   const T* g = s.grad_out.const_data_ptr<T>();
   const T* x = s.x.const_data_ptr<T>();
@@ -203,24 +236,26 @@ void backward_rows(const SbcBackwardSetup& s, const RowsTiling& t, at::opmath_ty
       const int64_t r0 = rc * t.rows_per_chunk, r1 = std::min(rows, r0 + t.rows_per_chunk);
       A* __restrict__ pb = partial_b ? partial_b + rc * cols + c0 : nullptr;
       if (pb) std::fill(pb, pb + width, A(0));
-      A lane_s[kLanes] = {};
+      A lane_s[kLanes] = {}, lane_dummy[kLanes] = {};
       for (int64_t r = r0; r < r1; ++r) {
         const T* __restrict__ gr = g + r * sg + c0;
         const T* __restrict__ xr = x + r * sx + c0;
         const T* __restrict__ br = bias ? bias + c0 : nullptr;
         T* __restrict__ gxr = grad_x ? grad_x + r * cols + c0 : nullptr;
-        auto element = [&](int64_t i, int j) {
-          const A xa = A(xr[i]);
-          const A gm = clamp.pass(xa * scale + (br ? A(br[i]) : b0)) ? A(gr[i]) : A(0);
-          if (gxr) gxr[i] = T(gm * scale);
-          if (pb) pb[i] += gm;
-          lane_s[j] += gm * xa;
-        };
-        int64_t i = 0;
-        for (; i + kLanes <= width; i += kLanes) {
-          for (int j = 0; j < kLanes; ++j) element(i + j, j);
+        for (int64_t i = 0; i < width; i += kLanes) {
+          const int64_t w = std::min<int64_t>(kLanes, width - i);
+          A xa[kLanes] = {}, gm[kLanes] = {};
+          for (int j = 0; j < w; ++j) {
+            xa[j] = A(xr[i + j]);
+            const A v = xa[j] * sc + (br ? A(br[i + j]) : b0);
+            const bool pass = nobound | ((v >= lo) & (v <= hi));
+            gm[j] = pass ? A(gr[i + j]) : A(0);
+          }
+          if (pb) {
+            for (int j = 0; j < w; ++j) pb[i + j] += gm[j];
+          }
+          finish_block<T>(c, w, xa, gm, gxr ? gxr + i : nullptr, nullptr, lane_s, lane_dummy);
         }
-        for (int j = 0; i < width; ++i, ++j) element(i, j);
       }
       partial_s[task] = sum_lanes(lane_s);
     }
