@@ -7,6 +7,10 @@
 // order: bitwise reproducible on any number of threads.
 #include "cpp/scale_bias_clamp.h"
 
+#include <bit>
+#include <cstdint>
+#include <type_traits>
+
 #include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/OpMathType.h>
@@ -103,54 +107,96 @@ struct BwdContext {
   A scale, b0;
 };
 
+template <typename T, bool kUnit, bool kBiasConst, bool kBounded>
+void backward_run_impl(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, T* __restrict__ gb,
+                       const T* __restrict__ g, int64_t sg, const T* __restrict__ x, int64_t sx,
+                       const T* __restrict__ bias, int64_t sb, at::opmath_type<T> (&lane_s)[kLanes],
+                       at::opmath_type<T> (&lane_b)[kLanes]);
+
 // One run of len elements. gx/gb (contiguous) may be null; bias null means b0.
 // kUnit: grad_out, x and a non-null bias advance by 1 (or bias by 0 if kBiasConst).
-// Processes elements [i, i + w) (w <= kLanes) of one run: lane j takes
-// element i + j, so the summation order is fixed by the run alone.
-template <typename T>
-inline void finish_block(const BwdContext<T>& c, int64_t w, at::opmath_type<T>* xa,
-                         at::opmath_type<T>* gm, T* __restrict__ gx, T* __restrict__ gb,
-                         at::opmath_type<T> (&lane_s)[kLanes], at::opmath_type<T> (&lane_b)[kLanes]) {
-  using A = at::opmath_type<T>;
-  const A sc = c.scale;
-  if (w == kLanes) {
-    if (gx) for (int j = 0; j < kLanes; ++j) gx[j] = T(gm[j] * sc);
-    if (gb) for (int j = 0; j < kLanes; ++j) gb[j] = T(gm[j]);
-    for (int j = 0; j < kLanes; ++j) lane_s[j] += gm[j] * xa[j];
-    for (int j = 0; j < kLanes; ++j) lane_b[j] += gm[j];
+// One element: gm = mask ? g : 0, branch-free (g loaded unconditionally, the
+// mask a pair of float compares), so the loops vectorize. Without bounds
+// everything passes, NaN included.
+template <bool kBounded, typename A>
+inline void bwd_element(A xa, A gv, A b, A sc, A lo, A hi, A& gm) {
+  if constexpr (kBounded) {
+    // A bit mask rather than a select: GCC turns `pass ? gv : 0` into a
+    // (mispredicted) branch, but vectorizes the integer and.
+    using U = std::conditional_t<sizeof(A) == 8, uint64_t, uint32_t>;
+    const A v = xa * sc + b;
+    const U mask = U(0) - U((v >= lo) & (v <= hi));
+    gm = std::bit_cast<A>(std::bit_cast<U>(gv) & mask);
   } else {
-    for (int j = 0; j < w; ++j) {
-      if (gx) gx[j] = T(gm[j] * sc);
-      if (gb) gb[j] = T(gm[j]);
-      lane_s[j] += gm[j] * xa[j];
-      lane_b[j] += gm[j];
-    }
+    gm = gv;
   }
 }
 
 // One run of len elements. gx/gb (contiguous) may be null; bias null means b0.
 // kUnit: grad_out, x and a non-null bias advance by 1 (or bias by 0 if kBiasConst).
+// Element i of the run goes to lane i % kLanes: the summation order is fixed
+// by the run alone. Lanes live in locals (no aliasing with the outputs).
 template <typename T, bool kUnit, bool kBiasConst>
 void backward_run(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, T* __restrict__ gb,
                   const T* __restrict__ g, int64_t sg, const T* __restrict__ x, int64_t sx,
                   const T* __restrict__ bias, int64_t sb, at::opmath_type<T> (&lane_s)[kLanes],
                   at::opmath_type<T> (&lane_b)[kLanes]) {
+  if (c.clamp.any_bound) {
+    backward_run_impl<T, kUnit, kBiasConst, true>(c, len, gx, gb, g, sg, x, sx, bias, sb, lane_s, lane_b);
+  } else {
+    backward_run_impl<T, kUnit, kBiasConst, false>(c, len, gx, gb, g, sg, x, sx, bias, sb, lane_s, lane_b);
+  }
+}
+
+template <typename T, bool kUnit, bool kBiasConst, bool kBounded>
+void backward_run_impl(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, T* __restrict__ gb,
+                       const T* __restrict__ g, int64_t sg, const T* __restrict__ x, int64_t sx,
+                       const T* __restrict__ bias, int64_t sb, at::opmath_type<T> (&lane_s)[kLanes],
+                       at::opmath_type<T> (&lane_b)[kLanes]) {
   using A = at::opmath_type<T>;
   const A bconst = bias ? A(bias[0]) : c.b0;
   const A sc = c.scale, lo = c.clamp.lo, hi = c.clamp.hi;
-  const bool nobound = !c.clamp.any_bound;
-  for (int64_t i = 0; i < len; i += kLanes) {
-    const int64_t w = std::min<int64_t>(kLanes, len - i);
-    A xa[kLanes] = {}, gm[kLanes] = {};
-    for (int j = 0; j < w; ++j) {
-      const int64_t k = i + j;
-      xa[j] = A(kUnit ? x[k] : x[k * sx]);
-      const A b = kBiasConst ? bconst : A(kUnit ? bias[k] : bias[k * sb]);
-      const A v = xa[j] * sc + b;
-      const bool pass = nobound | ((v >= lo) & (v <= hi));
-      gm[j] = pass ? A(kUnit ? g[k] : g[k * sg]) : A(0);
+  A ls[kLanes], lb[kLanes];
+  for (int j = 0; j < kLanes; ++j) {
+    ls[j] = lane_s[j];
+    lb[j] = lane_b[j];
+  }
+  auto load = [&](int64_t k, A& xa, A& gv, A& b) {
+    xa = A(kUnit ? x[k] : x[k * sx]);
+    gv = A(kUnit ? g[k] : g[k * sg]);
+    b = kBiasConst ? bconst : A(kUnit ? bias[k] : bias[k * sb]);
+  };
+  int64_t i = 0;
+  for (; i + kLanes <= len; i += kLanes) {
+    A xa[kLanes], gm[kLanes];
+    for (int j = 0; j < kLanes; ++j) {
+      A gv, b;
+      load(i + j, xa[j], gv, b);
+      bwd_element<kBounded>(xa[j], gv, b, sc, lo, hi, gm[j]);
     }
-    finish_block<T>(c, w, xa, gm, gx ? gx + i : nullptr, gb ? gb + i : nullptr, lane_s, lane_b);
+    if (gx) {
+      for (int j = 0; j < kLanes; ++j) gx[i + j] = T(gm[j] * sc);
+    }
+    if (gb) {
+      for (int j = 0; j < kLanes; ++j) gb[i + j] = T(gm[j]);
+    }
+    for (int j = 0; j < kLanes; ++j) {
+      ls[j] += gm[j] * xa[j];
+      lb[j] += gm[j];
+    }
+  }
+  for (int j = 0; i < len; ++i, ++j) {
+    A xa, gv, b, gm;
+    load(i, xa, gv, b);
+    bwd_element<kBounded>(xa, gv, b, sc, lo, hi, gm);
+    if (gx) gx[i] = T(gm * sc);
+    if (gb) gb[i] = T(gm);
+    ls[j] += gm * xa;
+    lb[j] += gm;
+  }
+  for (int j = 0; j < kLanes; ++j) {
+    lane_s[j] = ls[j];
+    lane_b[j] = lb[j];
   }
 }
 
@@ -221,8 +267,6 @@ void backward_rows(const SbcBackwardSetup& s, const RowsTiling& t, at::opmath_ty
   const BwdContext<T> c{make_clamp<A>(s.scalars),
                         s.scalars.scale ? A(*static_cast<const T*>(s.scalars.scale)) : A(s.scalars.scale_value),
                         A(s.scalars.bias_value)};
-  const A sc = c.scale, lo = c.clamp.lo, hi = c.clamp.hi, b0 = c.b0;
-  const bool nobound = !c.clamp.any_bound;
   T* grad_x = static_cast<T*>(s.grads.grad_x);
   const T* g = s.grad_out.const_data_ptr<T>();
   const T* x = s.x.const_data_ptr<T>();
@@ -237,24 +281,22 @@ void backward_rows(const SbcBackwardSetup& s, const RowsTiling& t, at::opmath_ty
       A* __restrict__ pb = partial_b ? partial_b + rc * cols + c0 : nullptr;
       if (pb) std::fill(pb, pb + width, A(0));
       A lane_s[kLanes] = {}, lane_dummy[kLanes] = {};
+      T gm_buf[kColBlock];
       for (int64_t r = r0; r < r1; ++r) {
         const T* __restrict__ gr = g + r * sg + c0;
         const T* __restrict__ xr = x + r * sx + c0;
         const T* __restrict__ br = bias ? bias + c0 : nullptr;
         T* __restrict__ gxr = grad_x ? grad_x + r * cols + c0 : nullptr;
-        for (int64_t i = 0; i < width; i += kLanes) {
-          const int64_t w = std::min<int64_t>(kLanes, width - i);
-          A xa[kLanes] = {}, gm[kLanes] = {};
-          for (int j = 0; j < w; ++j) {
-            xa[j] = A(xr[i + j]);
-            const A v = xa[j] * sc + (br ? A(br[i + j]) : b0);
-            const bool pass = nobound | ((v >= lo) & (v <= hi));
-            gm[j] = pass ? A(gr[i + j]) : A(0);
-          }
-          if (pb) {
-            for (int j = 0; j < w; ++j) pb[i + j] += gm[j];
-          }
-          finish_block<T>(c, w, xa, gm, gxr ? gxr + i : nullptr, nullptr, lane_s, lane_dummy);
+        // The row is one unit-stride run; g * mask (exact in T) goes through
+        // a row buffer into the column sums.
+        T* gm_row = pb ? gm_buf : nullptr;
+        if (br) {
+          backward_run<T, true, false>(c, width, gxr, gm_row, gr, 1, xr, 1, br, 1, lane_s, lane_dummy);
+        } else {
+          backward_run<T, true, true>(c, width, gxr, gm_row, gr, 1, xr, 1, nullptr, 0, lane_s, lane_dummy);
+        }
+        if (pb) {
+          for (int64_t i = 0; i < width; ++i) pb[i] += A(gm_buf[i]);
         }
       }
       partial_s[task] = sum_lanes(lane_s);
