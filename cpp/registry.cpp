@@ -14,6 +14,15 @@ TORCH_LIBRARY(fusedops, m) {
         "-> (Tensor, Tensor)");
   m.def("linear_backward(Tensor grad, Tensor x, Tensor weight, Tensor saved, str? activation, float? min, "
         "float? max, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  // clamp(x * scale + bias, min, max); scale_value / bias_value stand in for a
+  // scale / bias given as a number (the tensor is then None).
+  m.def(
+      "scale_bias_clamp(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., "
+      "float bias_value=0., float? min=None, float? max=None) -> Tensor");
+  m.def(
+      "scale_bias_clamp_backward(Tensor grad_out, Tensor x, Tensor? scale, Tensor? bias, "
+      "float scale_value, float bias_value, float? min, float? max, bool[3] output_mask) "
+      "-> (Tensor, Tensor, Tensor)");
 }
 
 #ifndef FUSEDOPS_WITH_CUDA
@@ -29,7 +38,8 @@ void no_cuda_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {
-  for (const char* name : {"add", "linear", "linear_forward", "linear_backward"}) {
+  for (const char* name : {"add", "linear", "linear_forward", "linear_backward", "scale_bias_clamp",
+                           "scale_bias_clamp_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&no_cuda_kernel>());
   }
 }

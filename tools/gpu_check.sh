@@ -38,7 +38,10 @@ cd "$out" || exit 1
 "$python" -m fusedops info | tee info.txt
 
 echo "== tests"
-"$python" -m pytest "$repo/tests" -q -rs -p no:cacheprovider --junitxml=junit.xml 2>&1 | tee tests.log
+# pytest-xdist, where present, spreads the suite over CPU cores (one GPU).
+workers=()
+"$python" -c 'import xdist' 2>/dev/null && workers=(-n "${GPU_CHECK_WORKERS:-8}")
+"$python" -m pytest "$repo/tests" -q -rs -p no:cacheprovider "${workers[@]}" --junitxml=junit.xml 2>&1 | tee tests.log
 tests_status=${PIPESTATUS[0]}
 
 sanitizer_status=0
@@ -78,7 +81,8 @@ if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ]; then
 fi
 
 echo "== benchmark"
-"$python" -m fusedops bench --json bench.json 2>&1 | tee bench.log
+# shellcheck disable=SC2086  # GPU_CHECK_BENCH_ARGS is a list of options
+"$python" -m fusedops bench --json bench.json ${GPU_CHECK_BENCH_ARGS:-} 2>&1 | tee bench.log
 bench_status=${PIPESTATUS[0]}
 
 echo "gpu_check: tests exit $tests_status, sanitizer exit $sanitizer_status, bench exit $bench_status; results in $out"

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import _loader
 
-__all__ = ["__version__", "add", "build_info", "linear", "nn"]
+__all__ = ["__version__", "add", "build_info", "linear", "nn", "scale_bias_clamp"]
 
 
 def build_info() -> dict[str, Any]:
@@ -35,4 +35,4 @@ except ImportError as error:
 __version__: str = build_info()["version"]
 
 from . import nn  # noqa: E402
-from ._ops import add, linear  # noqa: E402
+from ._ops import add, linear, scale_bias_clamp  # noqa: E402

@@ -189,9 +189,63 @@ def bench_linear(device: torch.device, numel: int, repeats: int, quick: bool = F
     return rows
 
 
+def _eager_scale_bias_clamp(x, scale, bias, lo: float, hi: float):
+    return torch.clamp(x * scale + bias, lo, hi)
+
+
+def bench_scale_bias_clamp(device: torch.device, numel: int, repeats: int) -> list[dict[str, Any]]:
+    """Forward and forward+backward (x, scale and bias all requiring grad).
+
+    bytes, forward: x read + bias read + out written. forward+backward: the
+    forward's plus the backward's grad_out, x and bias read and grad_x and
+    grad_bias written: 8 passes over x for a same-shape bias, 5 (plus the tiny
+    bias) for a [4096] bias; the scale is negligible. The forward is timed
+    under no_grad; fwd+bwd sets the .grad fields to None before each step (no
+    kernel), so no implementation pays for gradient accumulation.
+    """
+    rows = []
+    lo, hi = -0.5, 0.5
+    compiled = torch.compile(_eager_scale_bias_clamp, fullgraph=True, dynamic=False)
+    for dtype in (torch.float32, torch.bfloat16):
+        for bias_kind in ("same", "row"):
+            shape = [numel] if bias_kind == "same" else [numel // 4096, 4096]
+            bias_shape = shape if bias_kind == "same" else [4096]
+            x = torch.randn(shape, device=device, dtype=dtype, requires_grad=True)
+            scale = torch.tensor(1.1, device=device, dtype=dtype, requires_grad=True)
+            bias = torch.randn(bias_shape, device=device, dtype=dtype, requires_grad=True)
+            g = torch.randn(shape, device=device, dtype=dtype)
+            size = x.element_size()
+            n, nb = x.numel(), bias.numel()
+            fwd_bytes = (2 * n + nb) * size
+            bwd_bytes = fwd_bytes + (3 * n + 2 * nb) * size
+            fns = {
+                "fusedops": lambda x=x, s=scale, b=bias: fusedops.scale_bias_clamp(x, s, b, lo, hi),
+                "eager": lambda x=x, s=scale, b=bias: _eager_scale_bias_clamp(x, s, b, lo, hi),
+                "compile": lambda x=x, s=scale, b=bias: compiled(x, s, b, lo, hi),
+            }
+            for impl, fn in fns.items():
+                for pass_name, nbytes in (("fwd", fwd_bytes), ("fwd+bwd", bwd_bytes)):
+                    if pass_name == "fwd":
+                        def run(fn=fn):
+                            with torch.no_grad():
+                                return fn()
+                    else:
+                        def run(fn=fn, g=g, leaves=(x, scale, bias)):
+                            for t in leaves:
+                                t.grad = None
+                            fn().backward(g)
+                    ms = measure_ms(run, device, repeats)
+                    rows.append({"op": "sbc", "pass": pass_name, "impl": impl,
+                                 "dtype": str(dtype).removeprefix("torch."), "shape": shape,
+                                 "bias": bias_shape, "bytes": nbytes, "ms": ms,
+                                 "GBs": nbytes / ms / 1e6})
+    return rows
+
+
 BENCHMARKS: dict[str, Callable[..., list[dict[str, Any]]]] = {
     "add": bench_add,
     "linear": bench_linear,
+    "scale_bias_clamp": bench_scale_bias_clamp,
 }
 
 
