@@ -54,6 +54,15 @@ SAMPLES: dict[str, Sample] = {
         ref=torch.add,
         tolerance=FP32,
     ),
+    "scale_bias_clamp": Sample(
+        make=lambda device, dtype, g, rows: (_randn((rows, 257), device, dtype, g),
+                                             _randn((), device, dtype, g),
+                                             _randn((257,), device, dtype, g)),
+        op=lambda x, scale, bias: fusedops.scale_bias_clamp(x, scale, bias, -0.5, 0.5),
+        ref=lambda x, scale, bias: torch.clamp(x * scale + bias, -0.5, 0.5),
+        # The grads of scale and bias are sums over all rows.
+        tolerance=dict(rtol=1e-4, atol=1e-4),
+    ),
     "linear": Sample(
         make=lambda device, dtype, g, rows: (_randn((rows, 96), device, dtype, g),
                                              _randn((80, 96), device, dtype, g, scale=96**-0.5),
@@ -291,3 +300,44 @@ def test_under_deterministic_algorithms(device, name, deterministic_mode):
         assert torch.equal(a, b), "results differ from run to run in deterministic mode"
     _assert_all_close(first, normal, sample.tolerance)
     _assert_all_close(first, _reference(sample, inputs, grad_out), sample.tolerance)
+
+
+@needs_cuda
+def test_cuda_scale_bias_clamp_more_than_2_31_elements():
+    """Forward and backward over 2^31 + 1024 float16 elements with a [1024]
+    bias: the output at both ends, and the grads: grad_x at both ends, the full
+    reductions of grad_bias and grad_scale against a chunked float64 reference."""
+    if torch.cuda.get_device_properties(0).total_memory < 40 * 2**30:
+        pytest.skip("needs a GPU with 40 GiB")
+    rows, cols = 2**21 + 1, 1024
+    dtype, lo, hi = torch.float16, -1.0, 1.0
+    x = torch.randn(rows, cols, device="cuda", dtype=dtype).requires_grad_()
+    scale = torch.tensor(1.5, device="cuda", dtype=dtype, requires_grad=True)
+    bias = torch.randn(cols, device="cuda", dtype=dtype, requires_grad=True)
+    out = fusedops.scale_bias_clamp(x, scale, bias, lo, hi)
+
+    def ref(xs):
+        return torch.clamp(xs.double() * scale.double() + bias.double(), lo, hi)
+
+    for part in (slice(0, 300), slice(rows - 300, rows)):
+        torch.testing.assert_close(out[part], ref(x[part].detach()).to(dtype), rtol=2e-3, atol=2e-3)
+    # Small grads keep the float16 sums of grad_scale far from overflow.
+    grad_out = torch.randn(rows, cols, device="cuda", dtype=dtype) / 256
+    grad_x, grad_scale, grad_bias = torch.autograd.grad(out, (x, scale, bias), grad_out)
+    del out
+    expected_bias = torch.zeros(cols, device="cuda", dtype=torch.float64)
+    expected_scale = torch.zeros((), device="cuda", dtype=torch.float64)
+    chunk = 2**17
+    with torch.no_grad():
+        for start in range(0, rows, chunk):
+            xs, gs = x[start:start + chunk].double(), grad_out[start:start + chunk].double()
+            v = xs * scale.double() + bias.double()
+            g = gs * ((v >= lo) & (v <= hi))
+            expected_bias += g.sum(0)
+            expected_scale += (g * xs).sum()
+            if start == 0 or start + chunk >= rows:
+                got = grad_x[start:start + chunk]
+                torch.testing.assert_close(got, (g * scale.double()).to(dtype), rtol=2e-3, atol=1e-5)
+    assert grad_bias.shape == bias.shape and grad_scale.shape == scale.shape
+    torch.testing.assert_close(grad_bias.double(), expected_bias, rtol=2e-3, atol=1e-3)
+    torch.testing.assert_close(grad_scale.double(), expected_scale, rtol=2e-3, atol=1e-2)
