@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         result = json.load(f)
     bench_report.plot(result, args.png)
     with open(args.md, "w") as f:
-        f.write(bench_report.performance_markdown(result, args.png, args.md))
+        f.write(bench_report.performance_markdown(result, args.png, args.md, source=args.json))
     print(f"wrote {args.png} and {args.md}")
     return 0
 

@@ -52,8 +52,8 @@ def test_cases_and_speedups():
     cases = bench_report.cases(RESULT)
     assert [(c["op"], c["label"]) for c in cases] == [
         ("add", "fwd float32 2^20"),
-        ("sbc", "fwd float32 2^20 bias=4096"),
-        ("sbc", "fwd float32 2^20 bias=1048576"),
+        ("sbc", "fwd float32 2^20 bias=2^12"),
+        ("sbc", "fwd float32 2^20 bias=2^20"),
         ("linear", "fwd float32 1024x1024x1024"),
         ("linear", "host float32 16x16x16"),
     ]
@@ -70,9 +70,9 @@ def test_markdown_names_run_and_losses(tmp_path):
     assert "`python -m fusedops bench --device cpu --quick --json run.json`" in md
     assert "copy 10.0 GB/s (copy_); gemm 1.0 TFLOP/s (mm 1024^3)" in md
     assert "![fusedops speedup over eager PyTorch and torch.compile](plot.png)" in md
-    assert "| fwd float32 2^20 | 1.0000 | 12.6 GB/s | 90% (copy) | 2.0000 | 0.5000 | 2.00x | 0.50x |" in md
+    assert "| fwd float32 2^20 | 1.0000 | 12.58 GB/s | 90% (copy) | 2.0000 | 0.5000 | 2.00x | 0.50x |" in md
     assert "- add fwd float32 2^20: 0.50x torch.compile" in md
-    assert "host float32 16x16x16 | 0.0040 | 4.0 us/call" in md
+    assert "host float32 16x16x16 | 0.0040 | 4 us/call" in md
 
 
 def test_old_json_without_ceilings_section():

@@ -1,30 +1,76 @@
 """Benchmarks of every op against eager PyTorch and torch.compile, measured in
-the same run, with the byte count, the measured copy-bandwidth ceiling and the
-share of it reached. Used by `python -m fusedops bench`."""
+the same run: time, the byte or FLOP count and the rate reached, the share of a
+ceiling measured in the same run (device copy bandwidth for memory-bound ops,
+a large GEMM of the same dtype for linear), and fusedops' speed over each
+baseline. Used by `python -m fusedops bench`; the JSON it writes feeds
+fusedops.bench_report (tables, plot, docs/PERFORMANCE.md).
+
+Adding an op is one entry in BENCHMARKS: a function that measures the three
+implementations (with `measure_ms`) and returns rows, and the ceiling its rows
+are held to.
+"""
 
 from __future__ import annotations
 
 import argparse
 import functools
-import inspect
 import json
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 import fusedops
+from fusedops import bench_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    parser.add_argument("--ops", nargs="+", default=sorted(BENCHMARKS), choices=sorted(BENCHMARKS))
-    parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
-    parser.add_argument("--json", metavar="PATH", help="write all rows as JSON here")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="auto: cuda where a GPU is visible, else cpu")
+    parser.add_argument("--ops", nargs="+", default=list(BENCHMARKS), choices=list(BENCHMARKS))
+    parser.add_argument("--quick", action="store_true", help="one small size per op, few repeats")
+    parser.add_argument("--json", metavar="PATH", help="write the run (environment, ceilings, rows) as JSON")
+    parser.add_argument("--plot", metavar="PATH",
+                        help="write a PNG of fusedops' speedup per op and size (needs matplotlib)")
+
+
+class _Progress:
+    """Shows that a long run is alive: on a terminal one updating line per op,
+    in a log a line at most every few seconds."""
+
+    def __init__(self) -> None:
+        self.label = ""
+        self.count = 0
+        self.start = self.last = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+
+    def begin(self, label: str) -> None:
+        self.label, self.count = label, 0
+        self.start = self.last = time.perf_counter()
+        print(f"[{label}] running ...", file=sys.stderr, flush=True)
+
+    def tick(self, ms: float) -> None:
+        self.count += 1
+        now = time.perf_counter()
+        text = f"[{self.label}] {self.count} measured, last {ms:.4f} ms, {now - self.start:.0f} s"
+        if self.tty:
+            print(f"\r{text}  ", end="", file=sys.stderr, flush=True)
+        elif now - self.last > 5:
+            print(text, file=sys.stderr, flush=True)
+            self.last = now
+
+    def end(self) -> None:
+        end = "\n" if self.tty else ""
+        print(f"{end}[{self.label}] done: {self.count} measured in {time.perf_counter() - self.start:.1f} s",
+              file=sys.stderr, flush=True)
+
+
+_progress = _Progress()
 
 
 def measure_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
@@ -48,7 +94,9 @@ def measure_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> 
             begin = time.perf_counter()
             fn()
             times.append((time.perf_counter() - begin) * 1e3)
-    return statistics.median(times)
+    ms = statistics.median(times)
+    _progress.tick(ms)
+    return ms
 
 
 def copy_ceiling_gbs(device: torch.device, numel: int, repeats: int) -> float:
@@ -58,6 +106,17 @@ def copy_ceiling_gbs(device: torch.device, numel: int, repeats: int) -> float:
     dst = torch.empty_like(src)
     ms = measure_ms(lambda: dst.copy_(src), device, repeats)
     return 2 * src.numel() * src.element_size() / ms / 1e6
+
+
+def gemm_ceiling_tflops(device: torch.device, dtype: torch.dtype, repeats: int, quick: bool) -> tuple[float, int]:
+    """The GEMM ceiling of one dtype: a large square matmul measured in this
+    run (float32 as torch.backends.cuda.matmul.allow_tf32 says, like the
+    benchmarked ops). Returns (TFLOP/s, size)."""
+    size = (2048 if quick else 8192) if device.type == "cuda" else 1024
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    ms = measure_ms(lambda: torch.mm(a, b), device, repeats)
+    return 2 * size**3 / ms / 1e9, size
 
 
 def bench_add(device: torch.device, numel: int, repeats: int) -> list[dict[str, Any]]:
@@ -80,17 +139,6 @@ LINEAR_SHAPES_GPU = [(8192, 8192, 8192), (4096, 4096, 4096), (1024, 1024, 1024),
 LINEAR_SHAPES_SMALL = [(1024, 1024, 1024), (256, 512, 256), (32, 1024, 1024)]
 
 
-def gemm_ceiling_tflops(device: torch.device, repeats: int, quick: bool) -> float:
-    """The GEMM ceiling: a large square matmul (bf16 on CUDA, float32 on CPU)
-    measured in this run."""
-    size = (2048 if quick else 8192) if device.type == "cuda" else 1024
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
-    ms = measure_ms(lambda: torch.mm(a, b), device, repeats)
-    return 2 * size**3 / ms / 1e9
-
-
 def host_us_per_call(fn: Callable[[], object], device: torch.device, calls: int = 200, rounds: int = 25) -> float:
     """Median wall time of one call in microseconds over `rounds` blocks of
     `calls` back-to-back calls: the host overhead, for inputs tiny enough that
@@ -107,7 +155,9 @@ def host_us_per_call(fn: Callable[[], object], device: torch.device, calls: int 
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append((time.perf_counter() - begin) / calls * 1e6)
-    return statistics.median(times)
+    us = statistics.median(times)
+    _progress.tick(us / 1e3)
+    return us
 
 
 def _compiler_allows_many_shapes() -> None:
@@ -242,80 +292,113 @@ def bench_scale_bias_clamp(device: torch.device, numel: int, repeats: int) -> li
     return rows
 
 
-BENCHMARKS: dict[str, Callable[..., list[dict[str, Any]]]] = {
-    "add": bench_add,
-    "linear": bench_linear,
-    "scale_bias_clamp": bench_scale_bias_clamp,
+@dataclass(frozen=True)
+class Benchmark:
+    """One op's benchmark. `fn(device, numel, repeats, quick)` returns rows
+    (op, pass, impl, dtype, shape, ms, and bytes + GBs or flops + TFLOPs); with
+    `sized` the frame calls it once per element count of the run, otherwise
+    once (it picks its own shapes). `ceiling`: "copy" (memory-bound) or
+    "gemm" (compute-bound, held to the GEMM of the row's dtype)."""
+
+    fn: Callable[..., list[dict[str, Any]]]
+    ceiling: str = "copy"
+    sized: bool = True
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "add": Benchmark(lambda device, numel, repeats, quick: bench_add(device, numel, repeats)),
+    "scale_bias_clamp": Benchmark(lambda device, numel, repeats, quick:
+                                  bench_scale_bias_clamp(device, numel, repeats)),
+    "linear": Benchmark(bench_linear, ceiling="gemm", sized=False),
 }
 
 
-def add_ratios(rows: list[dict[str, Any]], ceiling_gbs: float, ceiling_tflops: float | None = None) -> None:
-    """Speed of fusedops over each baseline of the same case, and % of the
-    ceiling: the copy bandwidth for rows in GB/s, the measured GEMM for rows in
-    TFLOP/s."""
-    def case(row: dict[str, Any]) -> tuple:
-        return row["op"], row["pass"], row["dtype"], tuple(row["shape"])
-
-    ours = {case(r): r["ms"] for r in rows if r["impl"] == "fusedops"}
+def annotate(rows: list[dict[str, Any]], ceilings: dict[str, dict[str, Any]]) -> None:
+    """Each row's % of its ceiling, and fusedops' speed over each baseline of
+    the same case (fusedops_speedup on every row: that row's time over
+    fusedops' time)."""
+    ours = {bench_report.case_key(r): r["ms"] for r in rows if r["impl"] == "fusedops"}
     for row in rows:
-        if "GBs" in row:
-            row["pct_of_copy"] = 100 * row["GBs"] / ceiling_gbs
-        elif "TFLOPs" in row and ceiling_tflops:
-            row["pct_of_gemm"] = 100 * row["TFLOPs"] / ceiling_tflops
-        if case(row) in ours:
-            row["fusedops_speedup"] = row["ms"] / ours[case(row)]
-
-
-def print_table(rows: list[dict[str, Any]]) -> None:
-    """Rows in GB/s (memory-bound ops, % of the copy ceiling), in TFLOP/s
-    (GEMMs, % of the GEMM ceiling) or host microseconds per call."""
-    header = (f"{'op':<14}{'pass':<9}{'dtype':<10}{'shape':<18}{'impl':<10}{'ms':>10}{'rate':>9} {'unit':<6}"
-              f"{'%ceil':>7}{'ours x':>8}")
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        shape = "x".join(str(s) for s in r["shape"])
-        if "GBs" in r:
-            rate, unit, pct = r["GBs"], "GB/s", r.get("pct_of_copy", float("nan"))
-        elif "TFLOPs" in r:
-            rate, unit, pct = r["TFLOPs"], "TF/s", r.get("pct_of_gemm", float("nan"))
-        else:
-            rate, unit, pct = r.get("us_per_call", float("nan")), "us", float("nan")
-        print(f"{r['op']:<14}{r['pass']:<9}{r['dtype']:<10}{shape:<18}{r['impl']:<10}{r['ms']:>10.4f}"
-              f"{rate:>9.1f} {unit:<6}{pct:>7.1f}{r.get('fusedops_speedup', float('nan')):>8.3f}")
+        name = f"gemm_{row['dtype']}" if "TFLOPs" in row else "copy" if "GBs" in row else None
+        if name in ceilings:
+            rate = row["TFLOPs"] if "TFLOPs" in row else row["GBs"]
+            row["ceiling"] = name
+            row["pct_of_ceiling"] = 100 * rate / ceilings[name]["value"]
+        key = bench_report.case_key(row)
+        if key in ours:
+            row["fusedops_speedup"] = row["ms"] / ours[key]
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("fusedops bench: --plot needs matplotlib: pip install 'fusedops[bench]' (or matplotlib)",
+                  file=sys.stderr)
+            return 2
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("fusedops bench: --device cuda, but torch sees no CUDA GPU", file=sys.stderr)
+        return 2
     device = torch.device(args.device)
     on_gpu = device.type == "cuda"
-    numel = (1 << 20) if args.quick else (1 << 28 if on_gpu else 1 << 24)
+    if args.quick:
+        sizes = [1 << 20]
+    else:
+        sizes = [1 << 20, 1 << 24, 1 << 28] if on_gpu else [1 << 16, 1 << 20, 1 << 24]
     repeats = 5 if args.quick else (50 if on_gpu else 10)
+    _compiler_allows_many_shapes()
     env = {
         "fusedops": fusedops.__version__,
         "torch": torch.__version__,
+        "cuda": torch.version.cuda if on_gpu else None,
         "device": torch.cuda.get_device_name(device) if on_gpu else "cpu",
         "threads": torch.get_num_threads(),
+        "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "sizes": sizes,
+        "repeats": repeats,
         "command": " ".join(["python -m fusedops"] + sys.argv[1:]),
     }
-    print(f"fusedops bench on {env['device']} (torch {env['torch']}, {numel} elements)", flush=True)
-    ceiling = copy_ceiling_gbs(device, numel, repeats)
-    print(f"copy ceiling: {ceiling:.1f} GB/s", flush=True)
-    gemm_ceiling = None
-    if "linear" in args.ops:
-        gemm_ceiling = gemm_ceiling_tflops(device, repeats, args.quick)
-        print(f"GEMM ceiling ({'bf16' if on_gpu else 'float32'}): {gemm_ceiling:.1f} TFLOP/s", flush=True)
-    rows: list[dict[str, Any]] = []
+    print(f"fusedops bench on {env['device']} (torch {env['torch']}; elementwise sizes "
+          f"{', '.join(bench_report.shape_text([s]) for s in sizes)}; median of {repeats})", flush=True)
+
+    _progress.begin("ceilings")
+    ceilings: dict[str, dict[str, Any]] = {}
+    copy = copy_ceiling_gbs(device, max(sizes), repeats)
+    ceilings["copy"] = {"value": copy, "unit": "GB/s", "what": f"copy_ of {max(sizes)} float32, read + written"}
+    gemm_dtypes = (torch.bfloat16, torch.float16, torch.float32) if on_gpu else (torch.float32, torch.bfloat16)
+    if any(BENCHMARKS[name].ceiling == "gemm" for name in args.ops):
+        for dtype in gemm_dtypes:
+            tflops, size = gemm_ceiling_tflops(device, dtype, repeats, args.quick)
+            name = str(dtype).removeprefix("torch.")
+            ceilings[f"gemm_{name}"] = {"value": tflops, "unit": "TFLOP/s", "what": f"{name} mm {size}^3"}
+    _progress.end()
+    for name, c in ceilings.items():
+        print(f"ceiling {name}: {c['value']:.1f} {c['unit']} ({c['what']})", flush=True)
+
+    result: dict[str, Any] = {"env": env, "ceilings": ceilings, "copy_GBs": copy, "rows": []}
     for name in args.ops:
-        print(f"[{name}] running ...", flush=True)
-        fn = BENCHMARKS[name]
-        extra = {"quick": args.quick} if "quick" in inspect.signature(fn).parameters else {}
-        rows += fn(device, numel, repeats, **extra)
-    add_ratios(rows, ceiling, gemm_ceiling)
-    print_table(rows)
+        bench = BENCHMARKS[name]
+        _progress.begin(name)
+        rows: list[dict[str, Any]] = []
+        for numel in sizes if bench.sized else [None]:
+            rows += bench.fn(device, numel, repeats, args.quick)
+        _progress.end()
+        annotate(rows, ceilings)
+        result["rows"] += rows
+        bench_report.print_summary({"rows": rows})
+
+    slower = bench_report.losses(result)
+    print("\nwhere fusedops is slower than a baseline:" if slower else "\nfusedops is never slower than a baseline")
+    for text in slower:
+        print(f"  {text}")
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"env": env, "copy_GBs": ceiling, "gemm_TFLOPs": gemm_ceiling, "rows": rows}, out, indent=1)
+            json.dump(result, out, indent=1)
         print(f"wrote {args.json}")
+    if args.plot:
+        bench_report.plot(result, args.plot)
+        print(f"wrote {args.plot}")
     return 0
