@@ -81,8 +81,11 @@ if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ]; then
 fi
 
 echo "== benchmark"
+# The speedup plot where matplotlib is installed (the bench extra).
+plot=()
+"$python" -c 'import matplotlib' 2>/dev/null && plot=(--plot bench.png)
 # shellcheck disable=SC2086  # GPU_CHECK_BENCH_ARGS is a list of options
-"$python" -m fusedops bench --json bench.json ${GPU_CHECK_BENCH_ARGS:-} 2>&1 | tee bench.log
+"$python" -m fusedops bench --json bench.json "${plot[@]}" ${GPU_CHECK_BENCH_ARGS:-} 2>&1 | tee bench.log
 bench_status=${PIPESTATUS[0]}
 
 echo "gpu_check: tests exit $tests_status, sanitizer exit $sanitizer_status, bench exit $bench_status; results in $out"
