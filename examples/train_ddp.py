@@ -31,6 +31,7 @@ import os
 
 import torch
 import torch.distributed as dist
+
 from fusedops.nn import Linear, ScaleBiasClamp
 
 
