@@ -21,12 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("json", help="the JSON that `python -m fusedops bench --json` wrote")
     parser.add_argument("png", help="where to write the speedup plot")
     parser.add_argument("md", help="where to write the Markdown report")
+    parser.add_argument("--note", help="a paragraph to put under the run's description")
     args = parser.parse_args(argv)
     with open(args.json) as f:
         result = json.load(f)
     bench_report.plot(result, args.png)
     with open(args.md, "w") as f:
-        f.write(bench_report.performance_markdown(result, args.png, args.md, source=args.json))
+        f.write(bench_report.performance_markdown(result, args.png, args.md, source=args.json, note=args.note))
     print(f"wrote {args.png} and {args.md}")
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -94,3 +95,20 @@ def test_report_script_writes_plot_and_markdown(tmp_path):
                    timeout=120)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "](perf.png)" in md.read_text()
+
+
+def test_report_on_a_real_cpu_run(tmp_path):
+    """benchmarks/results/cpu-quick-2026-11-30.json: `python -m fusedops bench
+    --device cpu --quick` on a 2-core machine, every op."""
+    run = REPORT.parent / "results" / "cpu-quick-2026-11-30.json"
+    result = json.loads(run.read_text())
+    cases = bench_report.cases(result)
+    ops = {c["op"] for c in cases}
+    assert {"add", "sbc", "linear", "linear+relu", "linear+gelu", "linear+clamp"} <= ops
+    assert all(c["vs_eager"] > 0 for c in cases)
+    md = bench_report.performance_markdown(result, None, str(tmp_path / "PERFORMANCE.md"), source=str(run))
+    assert md.count("\n### ") == len(ops)
+    assert "gemm_float32 0.1 TFLOP/s (float32 mm 1024^3)" in md
+    if importlib.util.find_spec("matplotlib"):
+        bench_report.plot(result, str(tmp_path / "cpu.png"))
+        assert (tmp_path / "cpu.png").stat().st_size > 10_000

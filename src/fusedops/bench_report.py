@@ -186,7 +186,7 @@ def print_summary(result: dict[str, Any]) -> None:
 
 
 def performance_markdown(result: dict[str, Any], plot_path: str | None, md_path: str,
-                         source: str | None = None) -> str:
+                         source: str | None = None, note: str | None = None) -> str:
     """docs/PERFORMANCE.md: what was run, on what, the tables, the plot, and
     where fusedops does not win."""
     env = result.get("env", {})
@@ -199,7 +199,7 @@ def performance_markdown(result: dict[str, Any], plot_path: str | None, md_path:
         "",
         f"- device: {env.get('device', '?')}; torch {env.get('torch', '?')}; "
         f"fusedops {env.get('fusedops', '?')}" + (f"; CUDA {env['cuda']}" if env.get("cuda") else "")
-        + (f"; {env['threads']} CPU threads" if env.get("threads") else ""),
+        + (f"; {env['threads']} CPU threads" if env.get("threads") and env.get("device") == "cpu" else ""),
         f"- command: `{env.get('command', '?')}`",
         f"- ceilings measured in the run: {ceilings_text(result)}",
         "- time: median of the repeats per case (CUDA events on the GPU); rate: the op's bytes moved",
@@ -207,6 +207,8 @@ def performance_markdown(result: dict[str, Any], plot_path: str | None, md_path:
         "  fusedops' time (above 1: fusedops is faster).",
         "",
     ]
+    if note:
+        lines += [note, ""]
     if plot_path:
         rel = os.path.relpath(plot_path, os.path.dirname(os.path.abspath(md_path)) or ".")
         lines += [f"![fusedops speedup over eager PyTorch and torch.compile]({rel})", ""]
