@@ -1,0 +1,74 @@
+"""The frame of `python -m fusedops bench` (ceilings, progress, tables, JSON,
+plot, errors) with a fake op, so that nothing is compiled."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from fusedops import bench
+
+
+def fake_op(device, numel, repeats, quick):
+    rows = []
+    for impl, ms in (("fusedops", 1.0), ("eager", 2.0), ("compile", 0.5)):
+        bench.measure_ms(lambda: None, device, repeats)  # counts for the progress line
+        rows.append({"op": "fake", "pass": "fwd", "impl": impl, "dtype": "float32", "shape": [numel],
+                     "bytes": 12 * numel, "ms": ms, "GBs": 12 * numel / ms / 1e6})
+    return rows
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setitem(bench.BENCHMARKS, "fake", bench.Benchmark(fake_op))
+
+
+def test_run_writes_tables_json_and_plot(fake, tmp_path, capsys):
+    out = tmp_path / "run.json"
+    argv = ["--device", "cpu", "--ops", "fake", "--quick", "--json", str(out)]
+    has_plot = importlib.util.find_spec("matplotlib") is not None
+    if has_plot:
+        argv += ["--plot", str(tmp_path / "run.png")]
+    assert bench.run(parse(argv)) == 0
+    captured = capsys.readouterr()
+    assert "ceiling copy:" in captured.out
+    assert "fake fwd float32 2^20: 0.50x torch.compile (1.0000 ms vs 0.5000 ms)" in captured.out
+    assert "[fake] done: 3 measured" in captured.err
+    result = json.loads(out.read_text())
+    assert result["env"]["sizes"] == [1 << 20] and result["ceilings"]["copy"]["unit"] == "GB/s"
+    assert "gemm_float32" not in result["ceilings"]  # only ops held to a GEMM measure it
+    ours, eager, compiled = result["rows"]
+    assert ours["ceiling"] == "copy" and ours["pct_of_ceiling"] > 0
+    assert (ours["fusedops_speedup"], eager["fusedops_speedup"], compiled["fusedops_speedup"]) == (1.0, 2.0, 0.5)
+    if has_plot:
+        assert (tmp_path / "run.png").stat().st_size > 0
+
+
+def test_every_size_for_sized_ops(fake, tmp_path):
+    out = tmp_path / "run.json"
+    assert bench.run(parse(["--device", "cpu", "--ops", "fake", "--json", str(out)])) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert sorted({r["shape"][0] for r in rows}) == [1 << 16, 1 << 20, 1 << 24]
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(fake, monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    assert bench.run(parse(["--device", "cpu", "--ops", "fake", "--plot", str(tmp_path / "p.png")])) == 2
+    assert "pip install 'fusedops[bench]'" in capsys.readouterr().err
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_cuda_without_gpu_is_an_error(fake, monkeypatch, capsys):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert bench.run(parse(["--device", "cuda", "--ops", "fake"])) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
