@@ -329,9 +329,23 @@ bool any_requires_grad(std::initializer_list<const at::Tensor*> tensors) {
   return false;
 }
 
+// Autograd nodes are held by std::shared_ptr before torch 2.13 and by
+// c10::intrusive_ptr from then on; build the error node with whichever this
+// torch uses (the other branch is never instantiated).
+using NodePtr = std::decay_t<decltype(std::declval<const at::Tensor&>().grad_fn())>;
+
+template <typename Ptr = NodePtr, typename... Args>
+Ptr make_error_node(Args&&... args) {
+  if constexpr (std::is_same_v<Ptr, std::shared_ptr<torch::autograd::Node>>) {
+    return std::make_shared<torch::autograd::Error>(std::forward<Args>(args)...);
+  } else {
+    return c10::make_intrusive<torch::autograd::Error>(std::forward<Args>(args)...);
+  }
+}
+
 void attach_error_node(std::vector<at::Tensor> outputs, const at::Tensor& a, const at::Tensor& b,
                        const at::Tensor& c, const at::Tensor& d) {
-  auto node = c10::make_intrusive<torch::autograd::Error>(
+  const NodePtr node = make_error_node(
       "fusedops.linear: double backward is not supported (fusedops.linear's backward is not itself "
       "differentiable); use F.linear and torch ops where higher-order gradients are needed",
       torch::autograd::collect_next_edges(a, b, c, d));

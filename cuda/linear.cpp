@@ -355,7 +355,6 @@ int64_t leading_rows(const at::Tensor& x) {
 void run_epilogue(const at::Tensor& z, const at::Tensor& out, const LinearEpilogue& e) {
   cuda::check_launch("linear", cuda::launch_linear_epilogue(to_dtype(z.scalar_type()), z.const_data_ptr(),
                                                             out.data_ptr(), z.numel(), e,
-                                                            cuda::device_info(z.get_device()),
                                                             c10::cuda::getCurrentCUDAStream()));
 }
 
@@ -464,7 +463,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cuda(
     cuda::check_launch("linear", cuda::launch_linear_grad_z(
                                      to_dtype(grad.scalar_type()), grad2d.const_data_ptr(), grad2d.stride(0),
                                      grad2d.stride(1), s.const_data_ptr(), grad_z.data_ptr(), M, N, e,
-                                     cuda::device_info(grad.get_device()), c10::cuda::getCurrentCUDAStream()));
+                                     c10::cuda::getCurrentCUDAStream()));
   }
   const at::Tensor none = at::empty({0}, grad.options());
   at::Tensor grad_x = none, grad_w = none, grad_b = none;

@@ -106,7 +106,7 @@ Bounds<opmath_t<T>> bounds_of(const LinearEpilogue& e) {
 }  // namespace
 
 cudaError_t launch_linear_epilogue(DType dtype, const void* z, void* out, int64_t n, const LinearEpilogue& e,
-                                   const DeviceInfo& dev, cudaStream_t stream) {
+                                   cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&]<typename T>() {
     return dispatch_activation(e.act, [&]<Activation kAct>() {
@@ -116,9 +116,9 @@ cudaError_t launch_linear_epilogue(DType dtype, const void* z, void* out, int64_
       if (aligned16(zt) && aligned16(ot)) {
         constexpr int kVec = kVec16<T>;
         const int64_t items = std::max<int64_t>(n / kVec, n % kVec);
-        epilogue_kernel<T, kVec, kAct><<<grid_size(items, dev), kThreads, 0, stream>>>(zt, ot, n, b);
+        epilogue_kernel<T, kVec, kAct><<<work_grid(items), kThreads, 0, stream>>>(zt, ot, n, b);
       } else {
-        epilogue_kernel<T, 1, kAct><<<grid_size(n, dev), kThreads, 0, stream>>>(zt, ot, n, b);
+        epilogue_kernel<T, 1, kAct><<<work_grid(n), kThreads, 0, stream>>>(zt, ot, n, b);
       }
       return cudaGetLastError();
     });
@@ -127,7 +127,7 @@ cudaError_t launch_linear_epilogue(DType dtype, const void* z, void* out, int64_
 
 cudaError_t launch_linear_grad_z(DType dtype, const void* grad, int64_t gs0, int64_t gs1, const void* saved,
                                  void* grad_z, int64_t rows, int64_t cols, const LinearEpilogue& e,
-                                 const DeviceInfo& dev, cudaStream_t stream) {
+                                 cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&]<typename T>() {
@@ -141,12 +141,12 @@ cudaError_t launch_linear_grad_z(DType dtype, const void* grad, int64_t gs0, int
         if (dense && aligned16(g) && aligned16(s) && aligned16(gz)) {
           constexpr int kVec = kVec16<T>;
           const int64_t items = std::max<int64_t>(n / kVec, n % kVec);
-          grad_z_dense_kernel<T, kVec, kAct, kClamps><<<grid_size(items, dev), kThreads, 0, stream>>>(g, s, gz, n, b);
+          grad_z_dense_kernel<T, kVec, kAct, kClamps><<<work_grid(items), kThreads, 0, stream>>>(g, s, gz, n, b);
         } else if (dense) {
-          grad_z_dense_kernel<T, 1, kAct, kClamps><<<grid_size(n, dev), kThreads, 0, stream>>>(g, s, gz, n, b);
+          grad_z_dense_kernel<T, 1, kAct, kClamps><<<work_grid(n), kThreads, 0, stream>>>(g, s, gz, n, b);
         } else {
           grad_z_strided_kernel<T, kAct, kClamps>
-              <<<grid_size(n, dev), kThreads, 0, stream>>>(g, gs0, gs1, s, gz, rows, cols, b);
+              <<<work_grid(n), kThreads, 0, stream>>>(g, gs0, gs1, s, gz, rows, cols, b);
         }
         return cudaGetLastError();
       };

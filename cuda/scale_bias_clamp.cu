@@ -233,7 +233,7 @@ cudaError_t forward_t(T* out, const T* x, const T* bias, const StridedLayout<3>&
       sbc_forward_rows<T, 1><<<grid, block, 0, stream>>>(out, x, sx, bias, args, rows, cols);
     }
   } else {
-    sbc_forward_strided<T><<<grid_size(n, dev), kThreads, 0, stream>>>(out, x, bias, args, layout, n);
+    sbc_forward_strided<T><<<work_grid(n), kThreads, 0, stream>>>(out, x, bias, args, layout, n);
   }
   return cudaGetLastError();
 }
