@@ -112,3 +112,25 @@ def test_report_on_a_real_cpu_run(tmp_path):
     if importlib.util.find_spec("matplotlib"):
         bench_report.plot(result, str(tmp_path / "cpu.png"))
         assert (tmp_path / "cpu.png").stat().st_size > 10_000
+
+
+def test_report_script_combines_runs(tmp_path):
+    first = dict(RESULT, rows=RESULT["rows"][:3])
+    second = dict(RESULT, rows=RESULT["rows"][9:], env=dict(RESULT["env"], command="python -m fusedops bench "
+                                                                                   "--ops linear"))
+    paths = []
+    for i, run in enumerate((first, second)):
+        paths.append(tmp_path / f"run{i}.json")
+        paths[-1].write_text(json.dumps(run))
+    md = tmp_path / "PERFORMANCE.md"
+    png = tmp_path / "perf.png" if importlib.util.find_spec("matplotlib") else None
+    if png is None:  # the Markdown alone, in-process
+        result = bench_report.combine([first, second], [str(p) for p in paths])
+        md.write_text(bench_report.performance_markdown(result, None, str(md)))
+    else:
+        subprocess.run([sys.executable, str(REPORT), *map(str, paths), str(png), str(md)], check=True,
+                       timeout=120)
+    text = md.read_text()
+    assert f"- `python -m fusedops bench --device cpu --quick --json run.json` -> `{paths[0]}`: add" in text
+    assert f"- `python -m fusedops bench --ops linear` -> `{paths[1]}`: linear" in text
+    assert "### add" in text and "### linear" in text and "### sbc" not in text
