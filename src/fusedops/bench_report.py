@@ -134,6 +134,10 @@ def ceilings_text(result: dict[str, Any]) -> str:
                      for name, c in found.items() if c.get("value") is not None)
 
 
+def _num(value: float | None, spec: str, suffix: str = "") -> str:
+    return "-" if value is None or value != value else f"{value:{spec}}{suffix}"
+
+
 def markdown_tables(result: dict[str, Any]) -> str:
     """One Markdown table per op: fusedops' time, rate and % of the ceiling,
     the baselines' times, and the speedups."""
@@ -149,10 +153,12 @@ def markdown_tables(result: dict[str, Any]) -> str:
                 continue
             value, unit = rate(e["row"])
             ms = e["ms"]
-            lines.append(f"| {e['label']} | {ms['fusedops']:.4f} | {value:.4g} {unit} | "
-                         f"{pct_of_ceiling(e['row']):.0f}% ({ceiling_name(e['row'])}) | "
-                         f"{ms.get('eager', float('nan')):.4f} | {ms.get('compile', float('nan')):.4f} | "
-                         f"{e['vs_eager']:.2f}x | {e['vs_compile']:.2f}x |")
+            pct = pct_of_ceiling(e["row"])
+            cells = [e["label"], f"{ms['fusedops']:.4f}", f"{value:.4g} {unit}",
+                     f"{pct:.0f}% ({ceiling_name(e['row'])})" if pct == pct else "-",
+                     _num(ms.get("eager"), ".4f"), _num(ms.get("compile"), ".4f"),
+                     _num(e["vs_eager"], ".2f", "x"), _num(e["vs_compile"], ".2f", "x")]
+            lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
 
