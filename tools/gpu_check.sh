@@ -11,7 +11,8 @@
 # are not hidden in cached blocks) and racecheck, both with --error-exitcode 1,
 # into OUTDIR/sanitizer.log. compute-sanitizer is looked up on PATH, in
 # CUDA_HOME, /usr/local/cuda and NVIDIA's pip wheels (COMPUTE_SANITIZER=...
-# to name it). OUTDIR gets at most 8 files.
+# to name it). GPU_CHECK_TESTS=0 / GPU_CHECK_BENCH=0 skip the full test suite /
+# the benchmark (e.g. a sanitizer-only run). OUTDIR gets at most 8 files.
 set -uo pipefail
 
 out=${1:?usage: tools/gpu_check.sh OUTDIR}
@@ -41,8 +42,13 @@ echo "== tests"
 # pytest-xdist, where present, spreads the suite over CPU cores (one GPU).
 workers=()
 "$python" -c 'import xdist' 2>/dev/null && workers=(-n "${GPU_CHECK_WORKERS:-8}")
-"$python" -m pytest "$repo/tests" -q -rs -p no:cacheprovider "${workers[@]}" --junitxml=junit.xml 2>&1 | tee tests.log
-tests_status=${PIPESTATUS[0]}
+tests_status=0
+if [ "${GPU_CHECK_TESTS:-1}" = 1 ]; then
+  "$python" -m pytest "$repo/tests" -q -rs -p no:cacheprovider "${workers[@]}" --junitxml=junit.xml 2>&1 | tee tests.log
+  tests_status=${PIPESTATUS[0]}
+else
+  echo "   skipped (GPU_CHECK_TESTS=0)"
+fi
 
 sanitizer_status=0
 if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ]; then
@@ -84,9 +90,14 @@ echo "== benchmark"
 # The speedup plot where matplotlib is installed (the bench extra).
 plot=()
 "$python" -c 'import matplotlib' 2>/dev/null && plot=(--plot bench.png)
-# shellcheck disable=SC2086  # GPU_CHECK_BENCH_ARGS is a list of options
-"$python" -m fusedops bench --json bench.json "${plot[@]}" ${GPU_CHECK_BENCH_ARGS:-} 2>&1 | tee bench.log
-bench_status=${PIPESTATUS[0]}
+bench_status=0
+if [ "${GPU_CHECK_BENCH:-1}" = 1 ]; then
+  # shellcheck disable=SC2086  # GPU_CHECK_BENCH_ARGS is a list of options
+  "$python" -m fusedops bench --json bench.json "${plot[@]}" ${GPU_CHECK_BENCH_ARGS:-} 2>&1 | tee bench.log
+  bench_status=${PIPESTATUS[0]}
+else
+  echo "   skipped (GPU_CHECK_BENCH=0)"
+fi
 
 echo "gpu_check: tests exit $tests_status, sanitizer exit $sanitizer_status, bench exit $bench_status; results in $out"
 [ "$tests_status" -eq 0 ] && [ "$sanitizer_status" -eq 0 ] && [ "$bench_status" -eq 0 ]
