@@ -101,12 +101,16 @@ def main(argv: list[str] | None = None) -> None:
     # FSDP, and their gradients are averaged here, as DDP would.
     scalars = [p for p in model.parameters() if p.dim() == 0] if args.mode == "fsdp" else []
     if args.mode == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
+        # An explicit mesh of the chosen device: the default one takes CUDA
+        # whenever a GPU is visible, even for a --device cpu (gloo) run.
+        mesh = init_device_mesh(device.type, (world,))
         for layer in model:
             if isinstance(layer, Linear):
-                fully_shard(layer)
-        fully_shard(model, ignored_params=set(scalars))
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh, ignored_params=set(scalars))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 
     x, y = make_data(args.seed, args.batch, args.features)
