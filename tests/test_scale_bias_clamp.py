@@ -43,6 +43,19 @@ def as_double(value, requires_grad=False):
     return value
 
 
+def kink_free(grad, x, scale, bias, lo, hi):
+    """`grad` with zeros where x * scale + bias lies within rounding of a clamp
+    bound: there the inclusive mask of a float32 computation may legitimately
+    differ from float64's, so no test can hold it to the float64 answer. The
+    mask exactly at a bound is tested with exact values (test_nan_inf_and_bounds)."""
+    v = x.detach().double() * as_double(scale) + as_double(bias)
+    near = torch.zeros(v.shape, dtype=torch.bool, device=v.device)
+    for bound in (lo, hi):
+        if bound is not None:
+            near |= (v - bound).abs() <= 1e-5 * max(1.0, abs(bound))
+    return grad.masked_fill(near, 0)
+
+
 def assert_sum_close(actual, expected, dtype, terms):
     """A gradient reduced over `terms` elements: the error of the sum grows with it."""
     tol = TOLERANCE[torch.float32 if dtype == torch.float64 else dtype]
@@ -76,7 +89,7 @@ def test_grads_match_float64_autograd(device, dtype, shape_x, shape_b, layout, l
     scale = torch.tensor(1.3, dtype=dtype, device=device, requires_grad=True)
     bias = 0.1 if shape_b is None else make_input(shape_b, dtype, device, layout, requires_grad=True)
     inputs = [t for t in (x, scale, bias) if isinstance(t, torch.Tensor)]
-    grad = make_input(shape_x, dtype, device, layout)
+    grad = kink_free(make_input(shape_x, dtype, device, layout), x, scale, bias, lo, hi)
     poison_allocator(device)
     got = torch.autograd.grad(fusedops.scale_bias_clamp(x, scale, bias, lo, hi), inputs, grad)
     ref_inputs = [as_double(t, True) for t in inputs]
@@ -97,7 +110,7 @@ def test_vector_tails_and_misaligned_pointers(device, dtype, numel):
         x = torch.randn(numel + offset, dtype=dtype, device=device)[offset:].requires_grad_()
         bias = torch.randn(numel + 1, dtype=dtype, device=device)[1:].requires_grad_()
         scale = torch.tensor(0.9, dtype=dtype, device=device, requires_grad=True)
-        grad = torch.randn(numel, dtype=dtype, device=device)
+        grad = kink_free(torch.randn(numel, dtype=dtype, device=device), x, scale, bias, -0.4, 0.6)
         out = fusedops.scale_bias_clamp(x, scale, bias, -0.4, 0.6)
         rx, rs, rb = (t.detach().double().requires_grad_() for t in (x, scale, bias))
         ref = torch.clamp(rx * rs + rb, -0.4, 0.6)
@@ -120,7 +133,7 @@ def test_row_bias_paths(device, dtype, cols, offset):
         x = x.detach().requires_grad_()
         bias = torch.randn(cols + offset, dtype=dtype, device=device)[offset:].requires_grad_()
         scale = torch.tensor(1.1, dtype=dtype, device=device, requires_grad=True)
-        grad = torch.randn(rows, cols, dtype=dtype, device=device)
+        grad = kink_free(torch.randn(rows, cols, dtype=dtype, device=device), x, scale, bias, -1.0, 0.9)
         out = fusedops.scale_bias_clamp(x, scale, bias, -1.0, 0.9)
         rx, rs, rb = (t.detach().double().requires_grad_() for t in (x, scale, bias))
         ref = torch.clamp(rx * rs + rb, -1.0, 0.9)
