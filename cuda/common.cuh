@@ -42,19 +42,13 @@ constexpr int kVec16 = 16 / sizeof(T);
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// Threads per block of the fusedops kernels.
 constexpr int kThreads = 256;
 
 // One thread per work item, up to the largest grid a launch takes.
 inline unsigned work_grid(int64_t work_items) {
   const int64_t blocks = (work_items + kThreads - 1) / kThreads;
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 0x7fffffff));
-}
-
-// A grid that fills `dev` once, for kernels that loop over their share of the
-// work and keep per-block partial results (reductions).
-inline unsigned resident_grid(int64_t work_items, const DeviceInfo& dev) {
-  const int64_t resident = int64_t(dev.sm_count) * std::max(1, dev.max_threads_per_sm / kThreads);
-  return static_cast<unsigned>(std::clamp<int64_t>((work_items + kThreads - 1) / kThreads, 1, resident));
 }
 
 // Element offsets of flat index i in each operand of a StridedLayout.
