@@ -253,8 +253,21 @@ struct BwdElement {
   }
 };
 
-// Dense x and grad_out. partials (if not null): [gridDim.x] scale sums, then
-// [gridDim.x] sums of gm (for a one-element bias).
+// The flat and strided kernels' partials: [gridDim.x] block sums of the
+// scale gradient, then [gridDim.x] block sums of gm.
+template <typename A>
+__device__ void write_flat_partials(A acc_s, A acc_b, A* partials) {
+  __shared__ A smem[32];
+  const A sum_s = block_sum(acc_s, smem);
+  const A sum_b = block_sum(acc_b, smem);
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = sum_s;
+    partials[gridDim.x + blockIdx.x] = sum_b;
+  }
+}
+
+// Dense x and grad_out. partials (if not null): see write_flat_partials (the
+// gm sums serve a one-element bias).
 template <typename T, int kVec, bool kDenseBias>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 sbc_backward_flat(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ bias,
@@ -310,15 +323,7 @@ sbc_backward_flat(const T* __restrict__ g, const T* __restrict__ x, const T* __r
     acc_s += el.gs;
     acc_b += el.gm;
   }
-  if (partials != nullptr) {
-    __shared__ A smem[32];
-    const A sum_s = block_sum(acc_s, smem);
-    const A sum_b = block_sum(acc_b, smem);
-    if (threadIdx.x == 0) {
-      partials[blockIdx.x] = sum_s;
-      partials[gridDim.x + blockIdx.x] = sum_b;
-    }
-  }
+  if (partials != nullptr) write_flat_partials(acc_s, acc_b, partials);
 }
 
 // [rows, cols] with a [cols] bias (or a number). Thread (x, y) owns one
@@ -418,15 +423,7 @@ sbc_backward_strided(const T* g, const T* x, const T* bias, SbcArgs<T> args,
     acc_s += el.gs;
     acc_b += el.gm;
   }
-  if (partials != nullptr) {
-    __shared__ A smem[32];
-    const A sum_s = block_sum(acc_s, smem);
-    const A sum_b = block_sum(acc_b, smem);
-    if (threadIdx.x == 0) {
-      partials[blockIdx.x] = sum_s;
-      partials[gridDim.x + blockIdx.x] = sum_b;
-    }
-  }
+  if (partials != nullptr) write_flat_partials(acc_s, acc_b, partials);
 }
 
 // out[0] = sum of partials[0, n) in a fixed order; one block.
