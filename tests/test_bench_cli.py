@@ -7,8 +7,10 @@ import argparse
 import importlib.util
 import json
 import sys
+import time
 
 import pytest
+import torch
 
 from fusedops import bench
 
@@ -72,3 +74,20 @@ def test_cuda_without_gpu_is_an_error(fake, monkeypatch, capsys):
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     assert bench.run(parse(["--device", "cuda", "--ops", "fake"])) == 2
     assert "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_warm_up_runs_at_least_three_calls_and_the_given_time():
+    cpu = torch.device("cpu")
+    calls = []
+    begin = time.perf_counter()
+    n = bench.warm_up(lambda: calls.append(time.perf_counter()), cpu, seconds=0.05)
+    assert n == len(calls) > 3 and calls[-1] - begin >= 0.05
+    calls.clear()
+    assert bench.warm_up(lambda: (calls.append(1), time.sleep(0.03)), cpu, seconds=0.01) == len(calls) == 3
+
+
+def test_measure_ms_times_only_calls_after_the_warm_up(monkeypatch):
+    calls = []
+    monkeypatch.setattr(bench, "WARMUP_S", 0.0)
+    ms = bench.measure_ms(lambda: (calls.append(1), time.sleep(0.002)), torch.device("cpu"), repeats=5)
+    assert len(calls) == 3 + 5 and 2.0 <= ms < 50.0

@@ -73,14 +73,28 @@ class _Progress:
 _progress = _Progress()
 
 
-def measure_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
-    """Median time of one call in milliseconds, after warm-up (compilation,
-    allocator and handle creation stay out of the number)."""
-    for _ in range(3):
+WARMUP_S = 0.1
+
+
+def warm_up(fn: Callable[[], object], device: torch.device, seconds: float = WARMUP_S) -> int:
+    """Call fn at least 3 times and for at least `seconds`, so that
+    compilation, allocator and handle creation, and the GPU's clocks after an
+    idle spell, stay out of the timed calls. Returns the number of calls."""
+    calls = 0
+    begin = time.perf_counter()
+    while calls < 3 or time.perf_counter() - begin < seconds:
         fn()
+        calls += 1
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    return calls
+
+
+def measure_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
+    """Median time of one call in milliseconds, after warm_up."""
+    warm_up(fn, device, WARMUP_S)
     times = []
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
         for _ in range(repeats):
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
