@@ -8,6 +8,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include "cpp/autograd_utils.h"
 #include "cpp/cpu_loops.h"
 #include "cpp/elementwise.h"
 
@@ -32,6 +33,13 @@ at::Tensor add_meta(const at::Tensor& a, const at::Tensor& b) {
   return at::empty_symint(add_output_shape<c10::SymInt>(a, b), a.options());
 }
 
+const auto& add_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("fusedops::add", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  return op;
+}
+
 // Gradients flow to both inputs, summed over the dimensions each was
 // broadcast along (torch.add's rule). The backward uses only differentiable
 // torch ops, so double backward works too.
@@ -42,10 +50,7 @@ class AddFunction : public torch::autograd::Function<AddFunction> {
     ctx->saved_data["a_sizes"] = a.sym_sizes();
     ctx->saved_data["b_sizes"] = b.sym_sizes();
     at::AutoDispatchBelowADInplaceOrView guard;
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("fusedops::add", "")
-                               .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
-    return op.call(a, b);
+    return add_op().call(a, b);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -63,6 +68,10 @@ class AddFunction : public torch::autograd::Function<AddFunction> {
 };
 
 at::Tensor add_autograd(const at::Tensor& a, const at::Tensor& b) {
+  if (!any_requires_grad({&a, &b})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return add_op().call(a, b);
+  }
   return AddFunction::apply(a, b);
 }
 

@@ -20,6 +20,8 @@
 
 #include <limits>
 
+#include "cpp/autograd_utils.h"
+
 namespace fusedops {
 namespace {
 
@@ -308,10 +310,7 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
 
 at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
                            OptStr activation, OptDouble min, OptDouble max) {
-  // Nothing to differentiate: skip the autograd node (and the saved tensors)
-  // entirely, which keeps the inference path lean.
-  if (!at::GradMode::is_enabled() ||
-      !(x.requires_grad() || weight.requires_grad() || (has_bias(bias) && bias->requires_grad()))) {
+  if (!any_requires_grad({&x, &weight, optional_ptr(bias)})) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return linear_op().call(x, weight, bias, activation, min, max);
   }
@@ -321,14 +320,7 @@ at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const 
 // The internal ops compute gradients but are not themselves differentiable:
 // a graph through them (double backward, create_graph=True) ends in a node
 // that says so when it is reached.
-bool any_requires_grad(std::initializer_list<const at::Tensor*> tensors) {
-  if (!at::GradMode::is_enabled()) return false;
-  for (const at::Tensor* t : tensors) {
-    if (t->defined() && t->requires_grad()) return true;
-  }
-  return false;
-}
-
+//
 // Autograd nodes are held by std::shared_ptr before torch 2.13 and by
 // c10::intrusive_ptr from then on; build the error node with whichever this
 // torch uses (the other branch is never instantiated).
@@ -375,8 +367,8 @@ std::tuple<at::Tensor, at::Tensor> linear_forward_autograd(const at::Tensor& x, 
     at::AutoDispatchBelowADInplaceOrView guard;
     result = linear_forward_op().call(x, weight, bias, activation, min, max);
   }
+  if (!any_requires_grad({&x, &weight, optional_ptr(bias)})) return result;
   const at::Tensor b = has_bias(bias) ? *bias : at::Tensor();
-  if (!any_requires_grad({&x, &weight, &b})) return result;
   attach_error_node({std::get<0>(result), std::get<1>(result)}, x, weight, b, at::Tensor());
   return result;
 }

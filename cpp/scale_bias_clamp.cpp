@@ -21,6 +21,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include "cpp/autograd_utils.h"
 #include "cpp/cpu_loops.h"
 
 namespace fusedops {
@@ -446,6 +447,10 @@ class SbcFunction : public torch::autograd::Function<SbcFunction> {
 at::Tensor sbc_autograd(const at::Tensor& x, const OptTensor& scale, const OptTensor& bias,
                         double scale_value, double bias_value, std::optional<double> min,
                         std::optional<double> max) {
+  if (!any_requires_grad({&x, optional_ptr(scale), optional_ptr(bias)})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return forward_op().call(x, scale, bias, scale_value, bias_value, min, max);
+  }
   return SbcFunction::apply(x, scale, bias, scale_value, bias_value, min, max);
 }
 

@@ -272,6 +272,34 @@ def deterministic_mode(monkeypatch):
 
 @pytest.mark.parametrize("device", DEVICES)
 @sample_names
+def test_autograd_node_only_where_a_gradient_is_needed(device, name):
+    """No input requiring grad, or grad mode off: a plain result with no node
+    (the Autograd kernel calls straight through). One input requiring grad:
+    a node, and the gradient reaches that input alone."""
+    sample = SAMPLES[name]
+    inputs = _make(sample, device, _generator(11), rows=33)
+    plain = tuple(t.detach() for t in inputs)
+    expected = sample.ref(*(t.double() for t in plain))
+    without_grad = sample.op(*plain)
+    with torch.no_grad():
+        under_no_grad = sample.op(*inputs)
+    for out in (without_grad, under_no_grad):
+        assert out.grad_fn is None and not out.requires_grad
+        torch.testing.assert_close(out.double(), expected, **sample.tolerance)
+
+    last = plain[-1].clone().requires_grad_()
+    out = sample.op(*plain[:-1], last)
+    assert out.grad_fn is not None
+    grad_out = _grad_out(sample, inputs, _generator(12))
+    out.backward(grad_out)
+    last64 = last.detach().double().requires_grad_()
+    sample.ref(*(t.double() for t in plain[:-1]), last64).backward(grad_out.double())
+    torch.testing.assert_close(last.grad.double(), last64.grad, **sample.tolerance)
+    assert all(t.grad is None for t in plain[:-1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@sample_names
 def test_backward_bitwise_deterministic(device, name):
     sample = SAMPLES[name]
     inputs, grad_out = _large(sample, device, 9)
