@@ -108,11 +108,27 @@ struct BwdContext {
   A scale, b0;
 };
 
-template <typename T, bool kUnit, bool kBiasConst, bool kBounded>
+template <typename T, bool kUnit, bool kBiasConst, bool kBounded, bool kWriteGx, bool kWriteGb>
 void backward_run_impl(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, T* __restrict__ gb,
                        const T* __restrict__ g, int64_t sg, const T* __restrict__ x, int64_t sx,
                        const T* __restrict__ bias, int64_t sb, at::opmath_type<T> (&lane_s)[kLanes],
                        at::opmath_type<T> (&lane_b)[kLanes]);
+
+// Calls f(std::bool_constant<flag>...) for the runtime flags: one
+// instantiation of f per combination.
+template <typename F>
+void with_flags(F&& f) {
+  f();
+}
+
+template <typename F, typename... Rest>
+void with_flags(F&& f, bool flag, Rest... rest) {
+  if (flag) {
+    with_flags([&](auto... later) { f(std::true_type{}, later...); }, rest...);
+  } else {
+    with_flags([&](auto... later) { f(std::false_type{}, later...); }, rest...);
+  }
+}
 
 // One run of len elements. gx/gb (contiguous) may be null; bias null means b0.
 // kUnit: grad_out, x and a non-null bias advance by 1 (or bias by 0 if kBiasConst).
@@ -137,19 +153,22 @@ inline void bwd_element(A xa, A gv, A b, A sc, A lo, A hi, A& gm) {
 // kUnit: grad_out, x and a non-null bias advance by 1 (or bias by 0 if kBiasConst).
 // Element i of the run goes to lane i % kLanes: the summation order is fixed
 // by the run alone. Lanes live in locals (no aliasing with the outputs).
+// Whether a bound applies and which outputs are written are compile-time
+// flags, so that the inner loops have no branches and vectorize.
 template <typename T, bool kUnit, bool kBiasConst>
 void backward_run(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, T* __restrict__ gb,
                   const T* __restrict__ g, int64_t sg, const T* __restrict__ x, int64_t sx,
                   const T* __restrict__ bias, int64_t sb, at::opmath_type<T> (&lane_s)[kLanes],
                   at::opmath_type<T> (&lane_b)[kLanes]) {
-  if (c.clamp.any_bound) {
-    backward_run_impl<T, kUnit, kBiasConst, true>(c, len, gx, gb, g, sg, x, sx, bias, sb, lane_s, lane_b);
-  } else {
-    backward_run_impl<T, kUnit, kBiasConst, false>(c, len, gx, gb, g, sg, x, sx, bias, sb, lane_s, lane_b);
-  }
+  with_flags(
+      [&](auto bounded, auto write_gx, auto write_gb) {
+        backward_run_impl<T, kUnit, kBiasConst, bounded(), write_gx(), write_gb()>(c, len, gx, gb, g, sg, x, sx,
+                                                                                 bias, sb, lane_s, lane_b);
+      },
+      c.clamp.any_bound, gx != nullptr, gb != nullptr);
 }
 
-template <typename T, bool kUnit, bool kBiasConst, bool kBounded>
+template <typename T, bool kUnit, bool kBiasConst, bool kBounded, bool kWriteGx, bool kWriteGb>
 void backward_run_impl(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, T* __restrict__ gb,
                        const T* __restrict__ g, int64_t sg, const T* __restrict__ x, int64_t sx,
                        const T* __restrict__ bias, int64_t sb, at::opmath_type<T> (&lane_s)[kLanes],
@@ -175,10 +194,10 @@ void backward_run_impl(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, 
       load(i + j, xa[j], gv, b);
       bwd_element<kBounded>(xa[j], gv, b, sc, lo, hi, gm[j]);
     }
-    if (gx) {
+    if constexpr (kWriteGx) {
       for (int j = 0; j < kLanes; ++j) gx[i + j] = T(gm[j] * sc);
     }
-    if (gb) {
+    if constexpr (kWriteGb) {
       for (int j = 0; j < kLanes; ++j) gb[i + j] = T(gm[j]);
     }
     for (int j = 0; j < kLanes; ++j) {
@@ -190,8 +209,8 @@ void backward_run_impl(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, 
     A xa, gv, b, gm;
     load(i, xa, gv, b);
     bwd_element<kBounded>(xa, gv, b, sc, lo, hi, gm);
-    if (gx) gx[i] = T(gm * sc);
-    if (gb) gb[i] = T(gm);
+    if constexpr (kWriteGx) gx[i] = T(gm * sc);
+    if constexpr (kWriteGb) gb[i] = T(gm);
     ls[j] += gm * xa;
     lb[j] += gm;
   }
