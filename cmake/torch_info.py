@@ -5,6 +5,7 @@ torch found is the one that the build's Python imports, nothing hard-coded.
 """
 
 import os
+import re
 import sys
 
 import torch
@@ -23,6 +24,12 @@ values = {
     "TORCH_LIBRARY_DIR": cmake_path(os.path.join(root, "lib")),
     "TORCH_CXX11_ABI": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
 }
+
+# With torch's OpenMP backend, at::parallel_for is an inline OpenMP loop that
+# runs on one thread unless the extension is compiled with OpenMP too.
+with open(os.path.join(root, "include", "ATen", "Config.h")) as config:
+    openmp = re.search(r"#define\s+AT_PARALLEL_OPENMP\s+1\b", config.read()) is not None
+values["TORCH_PARALLEL_OPENMP"] = str(int(openmp))
 
 # A CUDA torch from pip finds cuBLAS, cuSPARSE, ... headers in the nvidia/cu*
 # wheels beside it; torch's CUDA headers include them.

@@ -71,3 +71,13 @@ def test_build_info_describes_this_binary():
     assert info["build_type"] and info["compiler"]
     if info["torch_cuda"]:
         assert info["cuda_archs"]
+
+
+def test_cpu_kernels_run_on_torchs_intra_op_threads():
+    """With torch's OpenMP (or native) parallel backend, at::parallel_for in the
+    library must be the parallel one: built without OpenMP it silently runs
+    every CPU kernel on the calling thread."""
+    backend = next(line for line in torch.__config__.parallel_info().splitlines()
+                   if line.startswith("ATen parallel backend:"))
+    parallel = "OpenMP" in backend or "native" in backend
+    assert fusedops._C.intra_op_parallel == int(parallel), backend

@@ -31,7 +31,7 @@ EXCLUDES=(
     'libcuda.so*' 'libcudart.so*' 'libcublas.so*' 'libcublasLt.so*' 'libnvrtc*.so*'
     'libnvJitLink.so*' 'libnvToolsExt.so*' 'libcusparse*.so*' 'libcusolver*.so*'
     'libcufft*.so*' 'libcurand.so*' 'libcudnn*.so*' 'libnccl.so*' 'libnvshmem*.so*'
-    'libcupti.so*' 'libcufile*.so*'
+    'libcupti.so*' 'libcufile*.so*' 'libgomp.so*'
 )
 
 log() { printf '[repair_wheel] %s\n' "$*" >&2; }
