@@ -68,7 +68,7 @@ class AddFunction : public torch::autograd::Function<AddFunction> {
 };
 
 at::Tensor add_autograd(const at::Tensor& a, const at::Tensor& b) {
-  if (!any_requires_grad({&a, &b})) {
+  if (!needs_autograd({&a, &b})) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return add_op().call(a, b);
   }

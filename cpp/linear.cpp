@@ -310,7 +310,7 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
 
 at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias,
                            OptStr activation, OptDouble min, OptDouble max) {
-  if (!any_requires_grad({&x, &weight, optional_ptr(bias)})) {
+  if (!needs_autograd({&x, &weight, optional_ptr(bias)})) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return linear_op().call(x, weight, bias, activation, min, max);
   }

@@ -466,7 +466,7 @@ class SbcFunction : public torch::autograd::Function<SbcFunction> {
 at::Tensor sbc_autograd(const at::Tensor& x, const OptTensor& scale, const OptTensor& bias,
                         double scale_value, double bias_value, std::optional<double> min,
                         std::optional<double> max) {
-  if (!any_requires_grad({&x, optional_ptr(scale), optional_ptr(bias)})) {
+  if (!needs_autograd({&x, optional_ptr(scale), optional_ptr(bias)})) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return forward_op().call(x, scale, bias, scale_value, bias_value, min, max);
   }

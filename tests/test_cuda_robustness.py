@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from conftest import CUDA, DEVICES
 
@@ -273,9 +274,9 @@ def deterministic_mode(monkeypatch):
 @pytest.mark.parametrize("device", DEVICES)
 @sample_names
 def test_autograd_node_only_where_a_gradient_is_needed(device, name):
-    """No input requiring grad, or grad mode off: a plain result with no node
-    (the Autograd kernel calls straight through). One input requiring grad:
-    a node, and the gradient reaches that input alone."""
+    """No input requiring grad, or grad mode off: a plain result. One input
+    requiring grad: a node whose only edge leads to that input, and the
+    gradient that the float64 reference gives it."""
     sample = SAMPLES[name]
     inputs = _make(sample, device, _generator(11), rows=33)
     plain = tuple(t.detach() for t in inputs)
@@ -287,15 +288,31 @@ def test_autograd_node_only_where_a_gradient_is_needed(device, name):
         assert out.grad_fn is None and not out.requires_grad
         torch.testing.assert_close(out.double(), expected, **sample.tolerance)
 
-    last = plain[-1].clone().requires_grad_()
-    out = sample.op(*plain[:-1], last)
-    assert out.grad_fn is not None
     grad_out = _grad_out(sample, inputs, _generator(12))
-    out.backward(grad_out)
-    last64 = last.detach().double().requires_grad_()
-    sample.ref(*(t.double() for t in plain[:-1]), last64).backward(grad_out.double())
-    torch.testing.assert_close(last.grad.double(), last64.grad, **sample.tolerance)
-    assert all(t.grad is None for t in plain[:-1])
+    for i in range(len(plain)):
+        leaf = plain[i].clone().requires_grad_()
+        args = (*plain[:i], leaf, *plain[i + 1:])
+        out = sample.op(*args)
+        edges = [fn is not None for fn, _ in out.grad_fn.next_functions]
+        assert sum(edges) == 1, f"input {i}: edges {edges}"
+        (got,) = torch.autograd.grad(out, leaf, grad_out)
+        leaf64 = leaf.detach().double().requires_grad_()
+        out64 = sample.ref(*(t.double() for t in plain[:i]), leaf64, *(t.double() for t in plain[i + 1:]))
+        (want,) = torch.autograd.grad(out64, leaf64, grad_out.double())
+        torch.testing.assert_close(got.double(), want, **sample.tolerance, msg=lambda m, i=i: f"input {i}: {m}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@sample_names
+def test_forward_mode_ad_is_refused_not_dropped(device, name):
+    """The ops have no forward-mode (jvp) formula: a dual input must raise, not
+    give a result without its tangent."""
+    sample = SAMPLES[name]
+    plain = tuple(t.detach() for t in _make(sample, device, _generator(13), rows=5))
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(plain[0], torch.ones_like(plain[0]))
+        with pytest.raises(RuntimeError, match="jvp|forward"):
+            sample.op(dual, *plain[1:])
 
 
 @pytest.mark.parametrize("device", DEVICES)
