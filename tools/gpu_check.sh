@@ -10,7 +10,7 @@
 # caching allocator off, so that out-of-bounds accesses are not hidden in
 # cached blocks) and those of GPU_CHECK_RACECHECK_TESTS under racecheck, both
 # with --error-exitcode 1, into OUTDIR/sanitizer.log (test paths relative to
-# the checkout). compute-sanitizer is looked up on PATH, in
+# the checkout, absolute paths and pytest options kept). compute-sanitizer is looked up on PATH, in
 # CUDA_HOME, /usr/local/cuda and NVIDIA's pip wheels (COMPUTE_SANITIZER=...
 # to name it). GPU_CHECK_TESTS=0 / GPU_CHECK_BENCH=0 skip the full test suite /
 # the benchmark (e.g. a sanitizer-only run). OUTDIR gets at most 8 files.
@@ -63,6 +63,10 @@ if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ]; then
     fi
     [ -n "$candidate" ] && [ -x "$candidate" ] && sanitizer=$candidate
   done
+  if [ -n "${GPU_CHECK_SANITIZER_TESTS:-}" ]; then
+    echo "gpu_check: GPU_CHECK_SANITIZER_TESTS is gone: use GPU_CHECK_MEMCHECK_TESTS / GPU_CHECK_RACECHECK_TESTS" >&2
+    exit 2
+  fi
   if [ -z "$sanitizer" ]; then
     echo "gpu_check: GPU_CHECK_SANITIZER=1 but no compute-sanitizer found (set COMPUTE_SANITIZER)" | tee sanitizer.log >&2
     sanitizer_status=1
@@ -78,17 +82,22 @@ if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ]; then
         # Without the caching allocator nothing can allocate during CUDA-graph
         # capture, so the graph tests run under racecheck only.
         run_env=(env PYTHONUNBUFFERED=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1)
-        tool_filter="$filter and not graph"
+        tool_filter="($filter) and not graph"
       else
         tests=${GPU_CHECK_RACECHECK_TESTS:-tests/test_cuda_robustness.py}
         run_env=(env PYTHONUNBUFFERED=1)
         # Four host threads launching at once: racecheck loses track of a
         # launch ("Internal Sanitizer Error") or crawls for minutes; the
         # kernels are the ones the other tests check.
-        tool_filter="$filter and not threads"
+        tool_filter="($filter) and not threads"
       fi
-      read -r -a selection <<<"$tests"
-      selection=("${selection[@]/#/$repo/}")
+      selection=()
+      for word in $tests; do
+        case $word in
+          /* | -*) selection+=("$word") ;;
+          *) selection+=("$repo/$word") ;;  # relative to the checkout
+        esac
+      done
       echo "== $tool: $sanitizer --tool $tool, pytest ${selection[*]} -k '$tool_filter'" | tee -a sanitizer.log
       start=$SECONDS
       "${run_env[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --report-api-errors no --print-limit 200 \
