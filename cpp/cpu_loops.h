@@ -2,6 +2,12 @@
 // then tight loops over innermost runs that the compiler vectorizes.
 #pragma once
 
+// The C++ sources are compiled with OpenMP (CMakeLists.txt), the CUDA ones
+// are not: at::parallel_for's inline definition must not differ between them.
+#ifdef __CUDACC__
+#error "cpp/cpu_loops.h is for the C++ (OpenMP) sources, not CUDA ones"
+#endif
+
 #include <algorithm>
 
 #include <ATen/OpMathType.h>

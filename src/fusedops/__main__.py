@@ -46,8 +46,9 @@ def info() -> int:
     print(f"  Python         {platform.python_version()} ({sys.executable})")
     print(f"  torch          {torch.__version__}")
     print(f"  CUDA (torch)   {torch.version.cuda or 'none'}")
-    if not fusedops.load_error:
-        threads = torch.get_num_threads() if fusedops._C.intra_op_parallel else 1
+    parallel = None if fusedops.load_error else getattr(fusedops._C, "intra_op_parallel", None)
+    if parallel is not None:
+        threads = torch.get_num_threads() if parallel else 1
         print(f"  CPU kernels    on {threads} thread{'s' if threads > 1 else ''}")
     ok = problem is None
     if torch.cuda.is_available():
