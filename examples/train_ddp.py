@@ -92,6 +92,21 @@ def main(argv: list[str] | None = None) -> None:
     if args.batch % world:
         parser.error(f"--batch {args.batch} is not divisible by the world size {world}")
 
+    train(args, device, rank, world)
+    if distributed:
+        # Free the DDP / FSDP state (and the gloo work it holds) before the
+        # process group and the interpreter go: otherwise torch 2.13 and 2.14
+        # abort about one exit in ten ("terminate called without an active
+        # exception"), with plain torch.nn modules too. train's locals are
+        # gone; the collection breaks the module's reference cycles.
+        gc.collect()
+        dist.destroy_process_group()
+
+
+def train(args: argparse.Namespace, device: torch.device, rank: int, world: int) -> None:
+    """Train and print one JSON line per step (rank 0), then the parameters'
+    sum and sum of squares."""
+    distributed = args.mode != "single"
     torch.manual_seed(args.seed)
     model = build_model(args.features, args.hidden, device)
     if args.mode == "ddp":
@@ -145,14 +160,6 @@ def main(argv: list[str] | None = None) -> None:
     if rank == 0:
         print(json.dumps({"params_sum": total[0].item(), "params_sumsq": total[1].item(), "mode": args.mode}),
               flush=True)
-    if distributed:
-        # Free the DDP / FSDP state (and the gloo work it holds) before the
-        # process group and the interpreter go: otherwise torch 2.13 and 2.14
-        # abort about one exit in ten ("terminate called without an active
-        # exception"), with plain torch.nn modules too.
-        del model, optimizer
-        gc.collect()
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
