@@ -134,6 +134,21 @@ sbc_forward_flat(T* __restrict__ out, const T* __restrict__ x, const T* __restri
   }
 }
 
+// The [cols] bias of vector column c (or the number, for no bias tensor), in
+// the op-math type: what the row kernels keep in registers.
+template <typename T, int kVec>
+__device__ __forceinline__ void load_bias_column(const T* bias, int64_t c, const SbcArgs<T>& args,
+                                                 opmath_t<T> (&b)[kVec]) {
+  if (bias != nullptr) {
+    const Vec<T, kVec> bv = reinterpret_cast<const Vec<T, kVec>*>(bias)[c];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) b[e] = to_opmath(bv.v[e]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) b[e] = args.bias_value;
+  }
+}
+
 // [rows, cols]: thread (x, y) owns vector column blockIdx.x * blockDim.x + x
 // (its bias stays in registers) and rows y, y + grid rows, ...
 template <typename T, int kVec>
@@ -146,14 +161,7 @@ sbc_forward_rows(T* __restrict__ out, const T* __restrict__ x, int64_t sx,
   if (c >= cols / kVec) return;
   const A s = read_scale(args);
   A b[kVec];
-  if (bias != nullptr) {
-    const V bv = reinterpret_cast<const V*>(bias)[c];
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) b[e] = to_opmath(bv.v[e]);
-  } else {
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) b[e] = args.bias_value;
-  }
+  load_bias_column<T, kVec>(bias, c, args, b);
   const int64_t rstride = int64_t(gridDim.y) * blockDim.y;
   int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y;
   for (; r + (kFwdUnroll - 1) * rstride < rows; r += kFwdUnroll * rstride) {
@@ -346,14 +354,7 @@ sbc_backward_rows(const T* __restrict__ g, int64_t sg, const T* __restrict__ x, 
   if (c < cols / kVec) {
     const A s = read_scale(args);
     A b[kVec];
-    if (bias != nullptr) {
-      const V bv = reinterpret_cast<const V*>(bias)[c];
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) b[e] = to_opmath(bv.v[e]);
-    } else {
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) b[e] = args.bias_value;
-    }
+    load_bias_column<T, kVec>(bias, c, args, b);
     auto process = [&](int64_t r, const V& gv, const V& xv) {
       V ox;
 #pragma unroll
