@@ -64,6 +64,17 @@ def assert_sum_close(actual, expected, dtype, terms):
                                equal_nan=True)
 
 
+def forward_checked_grads(x, scale, bias, lo, hi, grad):
+    """Checks the output of tensors x, scale and bias against the float64
+    reference; returns the gradients of all three for `grad`, and float64's."""
+    out = fusedops.scale_bias_clamp(x, scale, bias, lo, hi)
+    ref_inputs = [as_double(t, True) for t in (x, scale, bias)]
+    ref = reference(*ref_inputs, lo, hi)
+    assert_close(out, ref, x.dtype)
+    got = torch.autograd.grad(out, (x, scale, bias), grad)
+    return got, torch.autograd.grad(ref, ref_inputs, grad.double())
+
+
 @pytest.mark.parametrize("lo, hi", BOUNDS)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("shape_x, shape_b", SHAPES)
@@ -111,12 +122,7 @@ def test_vector_tails_and_misaligned_pointers(device, dtype, numel):
         bias = torch.randn(numel + 1, dtype=dtype, device=device)[1:].requires_grad_()
         scale = torch.tensor(0.9, dtype=dtype, device=device, requires_grad=True)
         grad = kink_free(torch.randn(numel, dtype=dtype, device=device), x, scale, bias, -0.4, 0.6)
-        out = fusedops.scale_bias_clamp(x, scale, bias, -0.4, 0.6)
-        rx, rs, rb = (t.detach().double().requires_grad_() for t in (x, scale, bias))
-        ref = torch.clamp(rx * rs + rb, -0.4, 0.6)
-        assert_close(out, ref, dtype)
-        got = torch.autograd.grad(out, (x, scale, bias), grad)
-        expected = torch.autograd.grad(ref, (rx, rs, rb), grad.double())
+        got, expected = forward_checked_grads(x, scale, bias, -0.4, 0.6, grad)
         assert_close(got[0], expected[0], dtype)
         assert_sum_close(got[1], expected[1], dtype, numel)
         assert_close(got[2], expected[2], dtype)
@@ -134,12 +140,7 @@ def test_row_bias_paths(device, dtype, cols, offset):
         bias = torch.randn(cols + offset, dtype=dtype, device=device)[offset:].requires_grad_()
         scale = torch.tensor(1.1, dtype=dtype, device=device, requires_grad=True)
         grad = kink_free(torch.randn(rows, cols, dtype=dtype, device=device), x, scale, bias, -1.0, 0.9)
-        out = fusedops.scale_bias_clamp(x, scale, bias, -1.0, 0.9)
-        rx, rs, rb = (t.detach().double().requires_grad_() for t in (x, scale, bias))
-        ref = torch.clamp(rx * rs + rb, -1.0, 0.9)
-        assert_close(out, ref, dtype)
-        got = torch.autograd.grad(out, (x, scale, bias), grad)
-        expected = torch.autograd.grad(ref, (rx, rs, rb), grad.double())
+        got, expected = forward_checked_grads(x, scale, bias, -1.0, 0.9, grad)
         assert_close(got[0], expected[0], dtype)
         assert_sum_close(got[1], expected[1], dtype, x.numel())
         assert_sum_close(got[2], expected[2], dtype, rows)
