@@ -91,3 +91,24 @@ def test_measure_ms_times_only_calls_after_the_warm_up(monkeypatch):
     monkeypatch.setattr(bench, "WARMUP_S", 0.0)
     ms = bench.measure_ms(lambda: (calls.append(1), time.sleep(0.002)), torch.device("cpu"), repeats=5)
     assert len(calls) == 3 + 5 and 2.0 <= ms < 50.0
+
+
+def test_measure_impls_takes_turns_in_rotated_rounds(monkeypatch):
+    monkeypatch.setattr(bench, "WARMUP_S", 0.0)
+    calls = []
+
+    def impl(name, seconds):
+        return lambda: (calls.append(name), time.sleep(seconds))
+
+    fns = {"a": impl("a", 0.001), "b": impl("b", 0.004), "c": impl("c", 0.0)}
+    ms = bench.measure_impls(fns, torch.device("cpu"), repeats=10)
+    assert calls[:9] == ["a"] * 3 + ["b"] * 3 + ["c"] * 3  # warm-up
+    timed = calls[9:]
+    assert len(timed) == 30  # 5 rounds of 2 calls per implementation
+    rounds = [timed[i:i + 6] for i in range(0, 30, 6)]
+    assert rounds[0] == ["a", "a", "b", "b", "c", "c"]
+    assert rounds[1] == ["b", "b", "c", "c", "a", "a"]
+    assert rounds[2] == ["c", "c", "a", "a", "b", "b"]
+    assert rounds[3] == rounds[0]
+    assert set(ms) == {"a", "b", "c"}
+    assert ms["c"] < 1.0 <= ms["a"] < ms["b"] and 4.0 <= ms["b"] < 50.0

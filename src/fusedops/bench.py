@@ -6,7 +6,7 @@ baseline. Used by `python -m fusedops bench`; the JSON it writes feeds
 fusedops.bench_report (tables, plot, docs/PERFORMANCE.md).
 
 Adding an op is one entry in BENCHMARKS: a function that measures the three
-implementations (with `measure_ms`) and returns rows, and the ceiling its rows
+implementations (with `measure_impls`) and returns rows, and the ceiling its rows
 are held to.
 """
 
@@ -90,12 +90,12 @@ def warm_up(fn: Callable[[], object], device: torch.device, seconds: float = WAR
     return calls
 
 
-def measure_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
-    """Median time of one call in milliseconds, after warm_up."""
-    warm_up(fn, device, WARMUP_S)
+def _call_times_ms(fn: Callable[[], object], device: torch.device, calls: int) -> list[float]:
+    """The time of each of `calls` calls in milliseconds (CUDA events on the
+    GPU, each call from an idle device: what one call costs, launch included)."""
     times = []
     if device.type == "cuda":
-        for _ in range(repeats):
+        for _ in range(calls):
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
@@ -104,13 +104,41 @@ def measure_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> 
             end.synchronize()
             times.append(start.elapsed_time(end))
     else:
-        for _ in range(repeats):
+        for _ in range(calls):
             begin = time.perf_counter()
             fn()
             times.append((time.perf_counter() - begin) * 1e3)
-    ms = statistics.median(times)
-    _progress.tick(ms)
-    return ms
+    return times
+
+
+ROUNDS = 5
+
+
+def measure_impls(fns: dict[str, Callable[[], object]], device: torch.device, repeats: int) -> dict[str, float]:
+    """Median time of one call of each implementation in milliseconds, after
+    warm_up. The implementations take turns over ROUNDS rounds, each round in a
+    rotated order, so that a disturbance lasting milliseconds (a background
+    thread, a clock change) falls on all of them instead of skewing one
+    implementation's whole measurement."""
+    for fn in fns.values():
+        warm_up(fn, device, WARMUP_S)
+    names = list(fns)
+    rounds = min(ROUNDS, repeats)
+    per_round = -(-repeats // rounds)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name] += _call_times_ms(fns[name], device, per_round)
+    result = {name: statistics.median(t) for name, t in times.items()}
+    for ms in result.values():
+        _progress.tick(ms)
+    return result
+
+
+def measure_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
+    """Median time of one call in milliseconds, after warm_up."""
+    return measure_impls({"fn": fn}, device, repeats)["fn"]
 
 
 def copy_ceiling_gbs(device: torch.device, numel: int, repeats: int) -> float:
@@ -141,8 +169,8 @@ def bench_add(device: torch.device, numel: int, repeats: int) -> list[dict[str, 
         b = torch.randn(numel, device=device, dtype=dtype)
         nbytes = 3 * numel * a.element_size()
         impls = {"fusedops": fusedops.add, "eager": torch.add, "compile": compiled}
-        for impl, fn in impls.items():
-            ms = measure_ms(functools.partial(fn, a, b), device, repeats)
+        times = measure_impls({impl: functools.partial(fn, a, b) for impl, fn in impls.items()}, device, repeats)
+        for impl, ms in times.items():
             rows.append({"op": "add", "pass": "fwd", "impl": impl, "dtype": str(dtype).removeprefix("torch."),
                          "shape": [numel], "bytes": nbytes, "ms": ms, "GBs": nbytes / ms / 1e6})
     return rows
@@ -225,8 +253,8 @@ def bench_linear(device: torch.device, numel: int, repeats: int, quick: bool = F
                         "eager": functools.partial(eager[name], x, w, b),
                         "compile": functools.partial(compiled[name], x, w, b),
                     }
-                    for impl, fn in impls.items():
-                        row(name, "fwd", impl, dtype, (m, n, k), measure_ms(fn, device, repeats), 2 * m * n * k)
+                    for impl, ms in measure_impls(impls, device, repeats).items():
+                        row(name, "fwd", impl, dtype, (m, n, k), ms, 2 * m * n * k)
             xg, wg, bg = (t.clone().requires_grad_() for t in (x, w, b))
             grad = torch.randn(m, n, device=device, dtype=dtype)
 
@@ -238,8 +266,8 @@ def bench_linear(device: torch.device, numel: int, repeats: int, quick: bool = F
                 "eager": train(eager["linear"]),
                 "compile": train(compiled["linear"]),
             }
-            for impl, fn in impls.items():
-                row("linear", "fwd+bwd", impl, dtype, (m, n, k), measure_ms(fn, device, repeats), 6 * m * n * k)
+            for impl, ms in measure_impls(impls, device, repeats).items():
+                row("linear", "fwd+bwd", impl, dtype, (m, n, k), ms, 6 * m * n * k)
 
     # Host overhead: 16x16, where the device is idle most of the time.
     x = torch.randn(16, 16, device=device)
@@ -255,6 +283,17 @@ def bench_linear(device: torch.device, numel: int, repeats: int, quick: bool = F
 
 def _eager_scale_bias_clamp(x, scale, bias, lo: float, hi: float):
     return torch.clamp(x * scale + bias, lo, hi)
+
+
+def _no_grad_call(fn: Callable[[], Any]) -> Any:
+    with torch.no_grad():
+        return fn()
+
+
+def _train_step(fn: Callable[[], torch.Tensor], grad: torch.Tensor, leaves: tuple[torch.Tensor, ...]) -> None:
+    for t in leaves:
+        t.grad = None
+    fn().backward(grad)
 
 
 def bench_scale_bias_clamp(device: torch.device, numel: int, repeats: int) -> list[dict[str, Any]]:
@@ -287,18 +326,11 @@ def bench_scale_bias_clamp(device: torch.device, numel: int, repeats: int) -> li
                 "eager": lambda x=x, s=scale, b=bias: _eager_scale_bias_clamp(x, s, b, lo, hi),
                 "compile": lambda x=x, s=scale, b=bias: compiled(x, s, b, lo, hi),
             }
-            for impl, fn in fns.items():
-                for pass_name, nbytes in (("fwd", fwd_bytes), ("fwd+bwd", bwd_bytes)):
-                    if pass_name == "fwd":
-                        def run(fn=fn):
-                            with torch.no_grad():
-                                return fn()
-                    else:
-                        def run(fn=fn, g=g, leaves=(x, scale, bias)):
-                            for t in leaves:
-                                t.grad = None
-                            fn().backward(g)
-                    ms = measure_ms(run, device, repeats)
+            forward = {impl: functools.partial(_no_grad_call, fn) for impl, fn in fns.items()}
+            train = {impl: functools.partial(_train_step, fn, g, (x, scale, bias)) for impl, fn in fns.items()}
+            for pass_name, nbytes, impls in (("fwd", fwd_bytes, forward), ("fwd+bwd", bwd_bytes, train)):
+                times = measure_impls(impls, device, repeats)
+                for impl, ms in times.items():
                     rows.append({"op": "sbc", "pass": pass_name, "impl": impl,
                                  "dtype": str(dtype).removeprefix("torch."), "shape": shape,
                                  "bias": bias_shape, "bytes": nbytes, "ms": ms,
