@@ -91,24 +91,25 @@ def warm_up(fn: Callable[[], object], device: torch.device, seconds: float = WAR
 
 
 def _call_times_ms(fn: Callable[[], object], device: torch.device, calls: int) -> list[float]:
-    """The time of each of `calls` calls in milliseconds (CUDA events on the
-    GPU, each call from an idle device: what one call costs, launch included)."""
-    times = []
-    if device.type == "cuda":
-        for _ in range(calls):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-    else:
+    """The time of each of `calls` back-to-back calls in milliseconds. On the
+    GPU a pair of CUDA events brackets each call and nothing waits between
+    calls: where the device is the bottleneck a call's time is its device
+    time, where the host is (tiny inputs) it includes the launch path."""
+    if device.type != "cuda":
+        times = []
         for _ in range(calls):
             begin = time.perf_counter()
             fn()
             times.append((time.perf_counter() - begin) * 1e3)
-    return times
+        return times
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
+    torch.cuda.synchronize(device)
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize(device)
+    return [start.elapsed_time(end) for start, end in events]
 
 
 ROUNDS = 5
