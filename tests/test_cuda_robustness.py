@@ -115,12 +115,7 @@ def _assert_all_close(actual, expected, tolerance):
 
 def _busy(cycles: int = 50_000_000) -> None:
     """Keep the current stream busy for a while (tens of ms) with one kernel."""
-    if hasattr(torch.cuda, "_sleep"):
-        torch.cuda._sleep(cycles)
-    else:  # pragma: no cover - older torch
-        m = torch.randn(2048, 2048, device="cuda")
-        for _ in range(20):
-            m = m @ m / 2048
+    torch.cuda._sleep(cycles)
 
 
 def _static_copy(static, fresh):

@@ -377,13 +377,10 @@ def annotate(rows: list[dict[str, Any]], ceilings: dict[str, dict[str, Any]]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            print("fusedops bench: --plot needs matplotlib: pip install 'fusedops[bench]' (or matplotlib)",
-                  file=sys.stderr)
-            return 2
+    hint = bench_report.matplotlib_missing() if args.plot else None
+    if hint:
+        print(hint, file=sys.stderr)  # before a run that may take minutes
+        return 2
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -413,8 +410,8 @@ def run(args: argparse.Namespace) -> int:
 
     _progress.begin("ceilings")
     ceilings: dict[str, dict[str, Any]] = {}
-    copy = copy_ceiling_gbs(device, max(sizes), repeats)
-    ceilings["copy"] = {"value": copy, "unit": "GB/s", "what": f"copy_ of {max(sizes)} float32, read + written"}
+    ceilings["copy"] = {"value": copy_ceiling_gbs(device, max(sizes), repeats), "unit": "GB/s",
+                        "what": f"copy_ of {max(sizes)} float32, read + written"}
     gemm_dtypes = (torch.bfloat16, torch.float16, torch.float32) if on_gpu else (torch.float32, torch.bfloat16)
     if any(BENCHMARKS[name].ceiling == "gemm" for name in args.ops):
         for dtype in gemm_dtypes:
@@ -425,7 +422,7 @@ def run(args: argparse.Namespace) -> int:
     for name, c in ceilings.items():
         print(f"ceiling {name}: {c['value']:.1f} {c['unit']} ({c['what']})", flush=True)
 
-    result: dict[str, Any] = {"env": env, "ceilings": ceilings, "copy_GBs": copy, "rows": []}
+    result: dict[str, Any] = {"env": env, "ceilings": ceilings, "rows": []}
     for name in args.ops:
         bench = BENCHMARKS[name]
         _progress.begin(name)

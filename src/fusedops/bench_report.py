@@ -85,14 +85,23 @@ def cases(result: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def matplotlib_missing() -> str | None:
+    """None where matplotlib imports, else how to get it (the plot needs it)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "fusedops bench: --plot needs matplotlib: pip install 'fusedops[bench]' (or matplotlib)"
+    return None
+
+
 def plot(result: dict[str, Any], path: str) -> None:
     """Speedup bars per op and case: fusedops over eager and over
     torch.compile, with the break-even line at 1."""
-    try:
-        import matplotlib
-    except ImportError as error:
-        raise SystemExit("fusedops bench: --plot needs matplotlib: pip install 'fusedops[bench]' "
-                         "(or pip install matplotlib)") from error
+    hint = matplotlib_missing()
+    if hint:
+        raise SystemExit(hint)
+    import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
