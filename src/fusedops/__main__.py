@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
+from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
 import fusedops
 from fusedops import _loader
@@ -38,6 +40,7 @@ def info() -> int:
     print("built for")
     print(f"  torch          {build['torch']}")
     print(f"  CUDA           {build['torch_cuda'] or 'none (CPU-only build)'}")
+    print(f"  CUDA kernels   {build.get('cuda_kernels') or ('built' if build['cuda'] else 'not built')}")
     print(f"  CUDA archs     {build['cuda_archs'] or '-'}")
     compilers = ", ".join(c for c in (build["compiler"], build["cuda_compiler"]) if c)
     print(f"  compilers      {compilers}")
@@ -71,20 +74,77 @@ def info() -> int:
     return 0 if ok else 1
 
 
+def _check_cases(device: str, dtype: torch.dtype) -> list[tuple[str, Callable, Callable, dict]]:
+    """(op, fusedops call, torch reference, inputs) on fresh random data of odd sizes."""
+
+    def randn(*shape):
+        return torch.randn(*shape, device=device, dtype=dtype)
+
+    return [
+        ("add", lambda a, b: fusedops.add(a, b), lambda a, b: torch.add(a, b), {"a": randn(257, 33), "b": randn(33)}),
+        ("scale_bias_clamp",
+         lambda x, scale, bias: fusedops.scale_bias_clamp(x, scale, bias, min=-0.5, max=0.75),
+         lambda x, scale, bias: torch.clamp(x * scale + bias, -0.5, 0.75),
+         {"x": randn(257, 33), "scale": randn(()), "bias": randn(33)}),
+        ("linear",
+         lambda x, weight, bias: fusedops.linear(x, weight, bias, activation="gelu", min=-0.1, max=1.5),
+         lambda x, weight, bias: torch.clamp(F.gelu(F.linear(x, weight, bias)), -0.1, 1.5),
+         {"x": randn(3, 31, 17), "weight": randn(23, 17) / 4, "bias": randn(23)}),
+    ]
+
+
+_CHECK_TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4, torch.float64: 1e-10}
+
+
+def _check_one(ours: Callable, reference: Callable, inputs: dict) -> tuple[bool, bool]:
+    """(forward matches, backward matches) of `ours` against `reference` computed
+    in float64 from the same inputs. Gradients are compared away from the clamp
+    bounds, where rounding may legitimately put an element on either side."""
+    dtype = next(iter(inputs.values())).dtype
+    tol = _CHECK_TOLERANCE[dtype]
+    leaves = {k: v.detach().clone().requires_grad_() for k, v in inputs.items()}
+    ref_leaves = {k: v.detach().double().requires_grad_() for k, v in inputs.items()}
+    out = ours(**leaves)
+    expected = reference(**ref_leaves)
+    forward_ok = out.dtype == dtype and torch.allclose(out.double(), expected, rtol=tol, atol=tol)
+    grad_out = torch.randn_like(expected)
+    # Where the result is a clamp bound, the reference's gradient is decided in
+    # float64 and ours in `dtype`: leave elements near a bound out.
+    free = torch.ones_like(expected, dtype=torch.bool)
+    for bound in (-0.5, 0.75, -0.1, 1.5):
+        free &= (expected.detach() - bound).abs() > 4 * tol
+    grads = torch.autograd.grad(out, list(leaves.values()), (grad_out * free).to(dtype))
+    ref_grads = torch.autograd.grad(expected, list(ref_leaves.values()), grad_out * free)
+    backward_ok = all(g.shape == r.shape and torch.allclose(
+        g.double(), r, rtol=tol, atol=tol * max(1.0, r.abs().max().item())) for g, r in zip(grads, ref_grads, strict=True))
+    return bool(forward_ok), bool(backward_ok)
+
+
 def check() -> int:
-    """A self-test on this machine: each op against torch on every device present."""
+    """A self-test on this machine: every op, forward and backward, against
+    PyTorch in float64, in every floating dtype, on every device present."""
     if fusedops.load_error:
         raise fusedops.load_error
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     failures = 0
+    ops = set()
     for device in devices:
         for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-            a = torch.randn(257, 33, device=device, dtype=dtype)
-            b = torch.randn(33, device=device, dtype=dtype)
-            good = torch.equal(fusedops.add(a, b), torch.add(a, b))
-            failures += not good
-            print(f"add  {device:5} {dtype!s:15} {'ok' if good else 'FAILED'}")
-    print("check: " + ("all passed" if not failures else f"{failures} FAILED"))
+            for op, ours, reference, inputs in _check_cases(device, dtype):
+                ops.add(op)
+                try:
+                    forward_ok, backward_ok = _check_one(ours, reference, inputs)
+                    verdict = " ".join(f"{name} {'ok' if good else 'FAILED'}"
+                                       for name, good in (("forward", forward_ok), ("backward", backward_ok)))
+                    failed = not (forward_ok and backward_ok)
+                except Exception as error:  # an op that raises has failed the check too
+                    verdict, failed = f"FAILED: {type(error).__name__}: {error}", True
+                failures += failed
+                print(f"{op:17} {device:5} {str(dtype).removeprefix('torch.'):9} {verdict}")
+    summary = f"{len(ops)} ops ({', '.join(sorted(ops))}) x 4 dtypes, forward and backward, on {' and '.join(devices)}"
+    if not torch.cuda.is_available():
+        summary += " (no CUDA GPU visible)"
+    print(f"check: {summary}: " + ("all passed" if not failures else f"{failures} FAILED"))
     return 1 if failures else 0
 
 

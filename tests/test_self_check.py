@@ -1,0 +1,53 @@
+"""`python -m fusedops check` and `info`: the self-test covers every op, forward
+and backward, on every device present, and fails when an op is wrong."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import fusedops
+from fusedops import __main__ as cli
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def test_check_covers_every_op_on_every_device(capsys):
+    assert cli.check() == 0
+    out = capsys.readouterr().out
+    for op in ("add", "scale_bias_clamp", "linear"):
+        for device in DEVICES:
+            for dtype in ("float16", "bfloat16", "float32", "float64"):
+                assert f"{op:17} {device:5} {dtype:9} forward ok backward ok" in out
+    assert "check: 3 ops (add, linear, scale_bias_clamp) x 4 dtypes, forward and backward, on " \
+           + " and ".join(DEVICES) in out
+    assert out.rstrip().endswith("all passed")
+
+
+@pytest.mark.parametrize("op, wrong, failing", [
+    # forward off by a little (which moves the clamp mask, so the gradient too)
+    ("scale_bias_clamp", lambda x, scale, bias, min, max: torch.clamp(x * scale + bias + 0.1, min, max),
+     "forward FAILED backward FAILED"),
+    # right forward, wrong gradient for b
+    ("add", lambda a, b: a + (2 * b - b.detach()), "forward ok backward FAILED"),
+    # an op that raises
+    ("linear", lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError("broken kernel")),
+     "FAILED: RuntimeError: broken kernel"),
+])
+def test_check_fails_when_an_op_is_wrong(monkeypatch, capsys, op, wrong, failing):
+    monkeypatch.setattr(fusedops, op, wrong)
+    assert cli.check() == 1
+    out = capsys.readouterr().out
+    assert f"{op:17} cpu   float32   {failing}" in out
+    assert "FAILED" in out.splitlines()[-1]
+
+
+def test_info_says_whether_cuda_kernels_were_built():
+    result = subprocess.run([sys.executable, "-m", "fusedops", "info"], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.strip().startswith("CUDA kernels"))
+    assert line.split(None, 2)[2] == fusedops.build_info()["cuda_kernels"]
