@@ -1,33 +1,73 @@
 #!/usr/bin/env bash
-# Install a pinned CUDA toolkit from NVIDIA's pip wheels into PREFIX and make
-# it look like a regular toolkit root for nvcc and CMake.
+# Install a pinned CUDA toolkit into PREFIX and make it look like a regular
+# toolkit root for nvcc and CMake.
 #
 #   tools/install_cuda_toolkit.sh CUDA_VERSION PREFIX
 #   e.g. tools/install_cuda_toolkit.sh 13.0 /opt/fusedops-cuda-13.0
+#        tools/install_cuda_toolkit.sh 12.4 /opt/fusedops-cuda-12.4
 #
-# CUDA_VERSION is MAJOR.MINOR (mapped to an exact cuda-toolkit release below)
-# or an exact cuda-toolkit release such as 13.0.3.0.
+# CUDA >= 13: NVIDIA's pip wheels. CUDA_VERSION is MAJOR.MINOR (mapped to an
+#   exact cuda-toolkit release below) or an exact release such as 13.0.3.0.
+# CUDA 12.4: no pip wheel has a CUDA 12 nvcc, so it comes from Debian trixie's
+#   non-free nvidia-cuda-toolkit packages (pinned below), fetched by apt-get
+#   with a private configuration (the system's apt state is not touched) and
+#   unpacked into PREFIX; CUB/Thrust/libcu++ from the nvidia-cuda-cccl-cu12
+#   wheel. Needs apt-get and dpkg-deb (Debian/Ubuntu, amd64); elsewhere (e.g.
+#   manylinux_2_28) it stops with an error.
 # Env: PYTHON = interpreter for the venv (default: python3, else manylinux's
 #      /opt/python/cp312-cp312/bin/python); CUDAHOSTCXX = host compiler for
-#      the post-install nvcc smoke test (default: nvcc's, i.e. gcc).
+#      the post-install nvcc smoke test (default: nvcc's, i.e. gcc; for 12.4
+#      the newest g++ <= 13 found); FUSEDOPS_DEBIAN_MIRROR = Debian mirror for
+#      12.4 (default: the one in the system's apt sources).
 #
 # Result:
 #   PREFIX/                    venv that owns the wheels (pip uninstall works)
-#   PREFIX/cuda -> lib/python3.X/site-packages/nvidia/cuMAJOR   (toolkit root)
+#   PREFIX/cuda                toolkit root: for >= 13 a link to
+#                              lib/python3.X/site-packages/nvidia/cuMAJOR, for
+#                              12.4 a directory (bin, nvvm, include, lib64)
 #   PREFIX/env.sh              `source` it: CUDA_HOME, CUDACXX, PATH, ...
+#                              (12.4: also CUDAHOSTCXX unless already set)
 # The toolkit root is printed as the last line of stdout; all logs go to stderr.
 #
 # Used by .ci/run and by cibuildwheel's before-all (manylinux_2_28), so keep it
-# distro-neutral: bash, coreutils and a Python >= 3.9 only.
+# distro-neutral: bash, coreutils and a Python >= 3.9 only (the 12.4 path
+# additionally apt-get/dpkg-deb).
 set -euo pipefail
 
 log() { printf '[install_cuda_toolkit] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
-    sed -n '2,19s/^# \{0,1\}//p' "$0" >&2
+    # The comment block at the top of this file.
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2
     exit 2
 }
+
+# --- CUDA 12.4 from Debian (data) ---------------------------------------------
+# Exact versions and the .deb SHA256s (as listed in trixie's signed Packages
+# index), so the toolkit cannot silently move. nvidia-cuda-toolkit: nvcc,
+# cicc, ptxas, fatbinary, nvlink, cudafe++, crt stubs, libdevice;
+# nvidia-cuda-dev: headers, libcudart.so/_static.a, libcudadevrt.a, dev links
+# (only those parts are unpacked: the rest is ~3 GB of static libraries);
+# libcudart12/libcublas12/libcublaslt12/libnvvm4: the shared libraries.
+# If trixie drops these versions, apt-get download fails: bump them here.
+debian_suite=trixie
+debian_components="main contrib non-free"
+debian_keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+debian_cuda12_debs=(
+    "nvidia-cuda-toolkit=12.4.131~12.4.1-2 cd5fe85aee38d108b315f408a688641478f2402622a10c677478eb7a6c4e5319"
+    "nvidia-cuda-dev=12.4.127~12.4.1-2 d846838f914a0176948d48a8bcade5d6dbcccb5c9374343f6475f5503f173ee0"
+    "libcudart12=12.4.127~12.4.1-2 361b3721cf84bf068e111ff013c819de61cb475268b0d38db99839471f1b4130"
+    "libcublas12=12.4.5.8~12.4.1-2 2ddc22809d16b157021a4d57db6b2221cf7c46f42654c95df86ce73beb15c1f7"
+    "libcublaslt12=12.4.5.8~12.4.1-2 2f67754a6dd7095de1a5c4503f20539981f31f0cd627565973c547e997fc7732"
+    "libnvvm4=12.4.131~12.4.1-2 3c905c1df7453e1ad477516c4465629c310d2f58a796d66f44070dc289e7ec12"
+)
+# CUB/Thrust/libcu++: Debian's nvidia-cuda-dev leaves them to other packages,
+# and the 12.4 wheel (12.4.127) is yanked and lacks nv/target; 12.6's CCCL
+# supports nvcc 12.4. Hash-pinned (x86_64 wheel).
+cccl12_requirement="nvidia-cuda-cccl-cu12==12.6.77 --hash=sha256:ea80be91ccd49b0785fd744afd470cd0c0175bcf25d4fe65b7d548095b68687a"
+# CUDA 12.4's crt/host_config.h rejects gcc > 13.
+cuda12_max_gcc=13
 
 [[ $# -eq 2 ]] || usage
 cuda_version=$1
@@ -38,15 +78,27 @@ prefix_arg=$2
 cuda_major=${cuda_version%%.*}
 cuda_minor=${cuda_version#*.}
 cuda_minor=${cuda_minor%%.*}
-# CUDA 12 wheels use a per-component layout (nvidia/cuda_nvcc, ...); only the
-# merged nvidia/cuXX layout of CUDA >= 13 is handled here.
-((cuda_major >= 13)) || die "CUDA >= 13 required (pip wheels before 13 use another layout)"
+# CUDA >= 13: merged nvidia/cuXX wheels. CUDA 12 wheels use a per-component
+# layout and have no nvcc, so 12.4 comes from Debian's packages instead.
+if ((cuda_major >= 13)); then
+    source_kind=wheels
+elif [[ $cuda_major.$cuda_minor == 12.4 ]]; then
+    source_kind=debian
+    if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-deb >/dev/null 2>&1; then
+        die "CUDA 12.4 is installed from Debian trixie's nvidia-cuda-toolkit packages and needs apt-get + dpkg-deb, which this system lacks. On RHEL-like systems (manylinux_2_28) install NVIDIA's rpms instead (cuda-nvcc-12-4 cuda-cudart-devel-12-4 libcublas-devel-12-4 cuda-cccl-12-4 from NVIDIA's CUDA repository, into /usr/local/cuda-12.4)."
+    fi
+    [[ $(dpkg --print-architecture 2>/dev/null) == amd64 ]] ||
+        die "CUDA 12.4 from Debian: only amd64 is pinned here, this is $(dpkg --print-architecture 2>/dev/null || uname -m)"
+else
+    die "CUDA $cuda_major.$cuda_minor is not supported: use 12.4 or >= 13"
+fi
 
 # Exact cuda-toolkit release per MAJOR.MINOR: `==13.0.*` alone would silently
 # move when NVIDIA publishes a new patch release. The extras pin every
 # component (13.0.3.0 -> nvcc/crt/nvvm 13.0.88, cudart 13.0.96, cccl 13.0.85,
 # cublas 13.1.1.3 = the cuBLAS torch 2.14.1 uses, nvrtc 13.0.88).
 case $cuda_version in
+    12.4 | 12.4.*) toolkit_version=12.4 ;; # the Debian pins above
     13.0) toolkit_version=13.0.3.0 ;;
     *.*.*) toolkit_version=$cuda_version ;;
     *)
@@ -56,7 +108,12 @@ case $cuda_version in
 esac
 # nvcc itself needs nvvm (cicc, libdevice), crt headers and cudart; cccl gives
 # cub/thrust/libcu++; cublas gives cuBLAS + cuBLASLt (and pulls nvrtc).
-requirement="cuda-toolkit[nvcc,cudart,cccl,crt,cublas]==$toolkit_version"
+if [[ $source_kind == wheels ]]; then
+    requirement="cuda-toolkit[nvcc,cudart,cccl,crt,cublas]==$toolkit_version"
+else
+    # Recorded in the stamp: a change of any pin triggers a re-install.
+    requirement="debian-$debian_suite:${debian_cuda12_debs[*]%% *} + ${cccl12_requirement%% *}"
+fi
 
 # Spaces or quotes in the path would have to survive nvcc, CMake and env.sh.
 [[ $prefix_arg =~ ^[A-Za-z0-9_./+@:=-]+$ ]] ||
@@ -120,17 +177,207 @@ if ! "$venv_python" -c 'import pip' >/dev/null 2>&1; then
     fi
 fi
 
-# Where the wheels land: site-packages/nvidia/cuMAJOR (purelib or platlib,
-# which differ on some RHEL-style Pythons).
-find_root() {
+# Temporary files and directories, removed on exit whatever happens.
+cleanup=()
+trap 'rm -rf "${cleanup[@]}"' EXIT
+
+# Where a wheel's files land: site-packages/SUBDIR (purelib or platlib, which
+# differ on some RHEL-style Pythons), with site-packages' physical path.
+find_in_site() {
     local dir
     for dir in $("$venv_python" -c 'import sysconfig as s; print(s.get_path("purelib")); print(s.get_path("platlib"))'); do
-        if [[ -x $dir/nvidia/cu$cuda_major/bin/nvcc ]]; then
-            (cd "$dir/nvidia/cu$cuda_major" && pwd -P)
+        if [[ -e $dir/$1 ]]; then
+            printf '%s/%s\n' "$(cd "$dir" && pwd -P)" "$1"
             return 0
         fi
     done
     return 1
+}
+
+# The toolkit root: the nvidia/cuMAJOR wheel tree, or PREFIX/cuda for 12.4.
+find_root() {
+    if [[ $source_kind == wheels ]]; then
+        local nvcc
+        nvcc=$(find_in_site "nvidia/cu$cuda_major/bin/nvcc") || return 1
+        [[ -x $nvcc ]] && printf '%s\n' "${nvcc%/bin/nvcc}"
+    else
+        [[ -x $prefix/cuda/bin/nvcc && ! -L $prefix/cuda ]] && (cd "$prefix/cuda" && pwd -P)
+    fi
+}
+
+# --- CUDA 12.4 from Debian trixie -------------------------------------------------
+# apt runs with a private configuration: APT_CONFIG is read before apt.conf.d
+# and redirects Dir::Etc::parts, so the system's sources, lists, cache, dpkg
+# status, pins and hooks (APT::Update::Post-Invoke...) are neither used nor
+# changed. Security is apt's usual: the Release file must be signed by a key
+# in Debian's archive keyring (signed-by), every .deb must match the SHA256 in
+# the signed index, and unauthenticated packages are refused; the pinned
+# SHA256s above are checked once more after the download.
+
+# The system's Debian mirror (first .../debian source), else deb.debian.org.
+debian_mirror() {
+    local uri
+    if [[ -n ${FUSEDOPS_DEBIAN_MIRROR:-} ]]; then
+        printf '%s\n' "${FUSEDOPS_DEBIAN_MIRROR%/}"
+        return
+    fi
+    # shellcheck disable=SC2016 # $(REPO_URI) is apt's placeholder
+    uri=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null |
+        awk '$1 ~ /^https?:\/\/[^ ]*\/debian\/?$/ { print $1; exit }') || uri=
+    uri=${uri:-http://deb.debian.org/debian}
+    printf '%s\n' "${uri%/}"
+}
+
+# Download the pinned .debs into $1/debs, with private apt state under $1.
+fetch_debian_cuda12() {
+    local work=$1 mirror entry file specs=()
+    local apt_conf=$work/apt.conf
+    mirror=$(debian_mirror)
+    [[ -r $debian_keyring ]] || die "$debian_keyring not found (Debian package debian-archive-keyring)"
+    mkdir -p "$work"/{apt.conf.d,preferences.d,lists/partial,cache/archives/partial,state,debs}
+    : >"$work/status"
+    printf 'deb [signed-by=%s] %s %s %s\n' "$debian_keyring" "$mirror" "$debian_suite" \
+        "$debian_components" >"$work/sources.list"
+    {
+        cat <<EOF
+Dir::Etc::main "/dev/null";
+Dir::Etc::parts "$work/apt.conf.d";
+Dir::Etc::sourcelist "$work/sources.list";
+Dir::Etc::sourceparts "-";
+Dir::Etc::preferences "/dev/null";
+Dir::Etc::preferencesparts "$work/preferences.d";
+Dir::State "$work/state";
+Dir::State::lists "$work/lists";
+Dir::State::status "$work/status";
+Dir::Cache "$work/cache";
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+APT::Architecture "amd64";
+APT::Architectures { "amd64"; };
+Acquire::Languages "none";
+EOF
+        # Keep the system's proxy and Release-date settings (mirrors behind a
+        # proxy or a snapshot), nothing else of its configuration.
+        apt-config dump 2>/dev/null |
+            grep -E '^Acquire::((https?|ftp)::Proxy|Check-Valid-Until|Check-Date)( |::)' || true
+        # ...and never accept an unsigned or weakly signed repository.
+        cat <<EOF
+Acquire::AllowInsecureRepositories "false";
+Acquire::AllowWeakRepositories "false";
+Acquire::AllowDowngradeToInsecureRepositories "false";
+APT::Get::AllowUnauthenticated "false";
+EOF
+    } >"$apt_conf"
+    # apt downloads as user _apt where it can; let it write the target dir.
+    if ((EUID == 0)) && id _apt >/dev/null 2>&1; then
+        chown _apt "$work/debs"
+    fi
+
+    log "fetching Debian $debian_suite package lists from $mirror"
+    APT_CONFIG=$apt_conf apt-get -q update >&2 ||
+        die "apt-get update of $mirror $debian_suite ($debian_components) failed, see above"
+    for entry in "${debian_cuda12_debs[@]}"; do
+        specs+=("${entry%% *}")
+    done
+    log "downloading ${specs[*]} (~1.3 GB)"
+    (cd "$work/debs" && APT_CONFIG=$apt_conf apt-get -q download "${specs[@]}") >&2 ||
+        die "apt-get download failed (a pinned version gone from Debian $debian_suite? then update debian_cuda12_debs in $0)"
+    for entry in "${debian_cuda12_debs[@]}"; do
+        file=${entry%% *}
+        file=$work/debs/${file%%=*}_${file#*=}_amd64.deb
+        [[ -f $file ]] || die "apt-get download left no $file"
+        printf '%s  %s\n' "${entry##* }" "$file" | sha256sum -c --quiet - >&2 ||
+            die "SHA256 mismatch for ${file##*/}"
+    done
+}
+
+# Unpack the .debs (no dpkg -i) and arrange them as a regular toolkit root in $2.
+unpack_debian_cuda12() {
+    local debs=$1/debs x=$1/x root=$2 deb tool
+    local multiarch=usr/lib/x86_64-linux-gnu
+    mkdir -p "$x"
+    for deb in "$debs"/*.deb; do
+        case ${deb##*/} in
+            nvidia-cuda-dev_*)
+                # Headers, the runtime/cuBLAS dev links, the static cudart and
+                # devrt; not the other ~3 GB (static cuFFT, cuSPARSE, NPP, ...).
+                dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$x" --wildcards \
+                    './usr/include/*' "./$multiarch/libcudart.so" "./$multiarch/libcudart_static.a" \
+                    "./$multiarch/libcudadevrt.a" "./$multiarch/libculibos.a" \
+                    "./$multiarch/libcublas.so" "./$multiarch/libcublasLt.so" \
+                    "./$multiarch/libnvvm.so" "./$multiarch/stubs/libcuda.so"
+                ;;
+            *) dpkg-deb -x "$deb" "$x" ;;
+        esac
+    done
+
+    # Debian spreads the toolkit over /usr/bin, /usr/lib/nvidia-cuda-toolkit and
+    # the multiarch dir; NVIDIA's layout (and FindCUDAToolkit) wants one root.
+    local tk=$x/usr/lib/nvidia-cuda-toolkit
+    mkdir -p "$root"/{bin,nvvm/bin,nvvm/libdevice,nvvm/include,nvvm/lib64,include,lib64/stubs}
+    # The real nvcc; /usr/bin/nvcc is Debian's wrapper script.
+    mv "$tk/bin/nvcc" "$tk/bin/crt" "$root/bin/"
+    for tool in ptxas fatbinary nvlink cudafe++ bin2c cuobjdump nvdisasm nvprune cu++filt; do
+        mv "$x/usr/bin/$tool" "$root/bin/"
+    done
+    mv "$tk/bin/cicc" "$root/nvvm/bin/"
+    mv "$tk/libdevice/libdevice.10.bc" "$root/nvvm/libdevice/"
+    mv "$x/usr/include/nvvm.h" "$root/nvvm/include/"
+    mv "$x/usr/include"/* "$root/include/"
+    mv "$x/$multiarch"/libnvvm.so* "$root/nvvm/lib64/"
+    mv "$x/$multiarch/stubs/libcuda.so" "$root/lib64/stubs/"
+    mv "$x/$multiarch"/lib* "$root/lib64/"
+    ln -s lib64 "$root/lib"
+
+    # nvcc reads bin/nvcc.profile (Debian's is a link to /etc/nvcc.profile with
+    # /usr paths). This is NVIDIA's own profile for a flat (non-targets/)
+    # layout; everything is relative to bin/, so the root can move.
+    cat >"$root/bin/nvcc.profile" <<'EOF'
+
+TOP              = $(_HERE_)/..
+
+CICC_PATH        = $(TOP)/nvvm/bin
+NVVMIR_LIBRARY_DIR = $(TOP)/nvvm/libdevice
+
+LD_LIBRARY_PATH += $(TOP)/lib64:
+PATH            += $(CICC_PATH):$(_HERE_):
+
+INCLUDES        +=  "-I$(TOP)/include" $(_SPACE_)
+
+LIBRARIES        =+ $(_SPACE_) "-L$(TOP)/lib64/stubs" "-L$(TOP)/lib64"
+
+CUDAFE_FLAGS    +=
+PTXAS_FLAGS     +=
+EOF
+}
+
+# CUB/Thrust/libcu++ from the pinned wheel, linked into $1/include where a
+# toolkit has them (relative links: $1 is renamed to PREFIX/cuda later).
+install_cccl12() {
+    local root=$1 req=$2 inc dir
+    printf '%s\n' "$cccl12_requirement" >"$req"
+    "$venv_python" -m pip install --disable-pip-version-check --no-input --progress-bar off \
+        --only-binary=:all: --no-deps --require-hashes -r "$req" >&2 ||
+        die "pip install ${cccl12_requirement%% *} failed"
+    inc=$(find_in_site nvidia/cuda_cccl/include) || die "nvidia/cuda_cccl/include not found in $prefix"
+    for dir in cub thrust cuda nv; do
+        [[ -d $inc/$dir ]] || die "$inc/$dir missing from ${cccl12_requirement%% *}"
+        ln -s "$(realpath --relative-to="$root/include" "$inc/$dir")" "$root/include/$dir"
+    done
+}
+
+install_debian_cuda12() {
+    local work=$prefix/.cuda12-work stage=$prefix/.cuda-new
+    rm -rf "$work" "$stage"
+    cleanup+=("$work" "$stage")
+    mkdir -p "$work" "$stage"
+    fetch_debian_cuda12 "$work"
+    unpack_debian_cuda12 "$work" "$stage"
+    rm -rf "$work/debs" "$work/x"
+    install_cccl12 "$stage" "$work/cccl-requirements.txt"
+    # Swap in the complete tree only now: a failed run leaves the old one.
+    rm -rf "${prefix:?}/cuda"
+    mv "$stage" "$prefix/cuda"
 }
 
 # --- install ------------------------------------------------------------------------
@@ -140,51 +387,66 @@ fresh_install=0
 if [[ -f $stamp && $(<"$stamp") == "$requirement" ]] && find_root >/dev/null; then
     log "already installed: $requirement"
 else
-    log "installing $requirement into $prefix (cuBLAS wheel is ~400 MB)"
     rm -f "$stamp"
     start=$SECONDS
-    "$venv_python" -m pip install --disable-pip-version-check --no-input \
-        --progress-bar off --only-binary=:all: "$requirement" >&2
-    log "pip install took $((SECONDS - start)) s; installed:"
-    "$venv_python" -m pip list --disable-pip-version-check --format=freeze 2>/dev/null |
-        grep -iE '^(cuda|nvidia)' | sed 's/^/    /' >&2 || true
+    if [[ $source_kind == wheels ]]; then
+        log "installing $requirement into $prefix (cuBLAS wheel is ~400 MB)"
+        "$venv_python" -m pip install --disable-pip-version-check --no-input \
+            --progress-bar off --only-binary=:all: "$requirement" >&2
+        log "pip install took $((SECONDS - start)) s; installed:"
+        "$venv_python" -m pip list --disable-pip-version-check --format=freeze 2>/dev/null |
+            grep -iE '^(cuda|nvidia)' | sed 's/^/    /' >&2 || true
+    else
+        log "installing CUDA 12.4 from Debian $debian_suite into $prefix/cuda"
+        install_debian_cuda12
+        log "install took $((SECONDS - start)) s"
+    fi
     printf '%s\n' "$requirement" >"$stamp"
     fresh_install=1
 fi
 
-root=$(find_root) || die "nvidia/cu$cuda_major/bin/nvcc not found in $prefix's site-packages"
+root=$(find_root) || die "no toolkit root with bin/nvcc found in $prefix"
 
 # --- make the wheel tree a toolkit root ---------------------------------------------
-# nvcc.profile adds -L$(TOP)/lib64 and FindCUDAToolkit also probes lib64.
-if [[ ! -e $root/lib64 ]]; then
-    ln -s lib "$root/lib64"
+# (The 12.4 tree is laid out as one already, as PREFIX/cuda itself.)
+if [[ $source_kind == wheels ]]; then
+    # nvcc.profile adds -L$(TOP)/lib64 and FindCUDAToolkit also probes lib64.
+    if [[ ! -e $root/lib64 ]]; then
+        ln -s lib "$root/lib64"
+    fi
+
+    # Wheels ship only sonames (libcublasLt.so.13); the linker and find_library()
+    # need the unversioned dev name. Newest version wins if there are several.
+    # Dangling links left behind by a version change are dropped first.
+    find "$root/lib" -maxdepth 1 -type l -name 'lib*.so' ! -exec test -e {} \; -delete
+    declare -A dev_link=()
+    while IFS= read -r lib; do
+        name=${lib##*/}
+        dev_link[${name%%.so.*}.so]=$name
+    done < <(find "$root/lib" -maxdepth 1 -type f -name 'lib*.so.*' | sort -V)
+    for link in "${!dev_link[@]}"; do
+        # Never replace a real file that a wheel might ship one day.
+        if [[ -L $root/lib/$link || ! -e $root/lib/$link ]]; then
+            ln -sfn "${dev_link[$link]}" "$root/lib/$link"
+        fi
+    done
+
+    # Stable, Python-version-independent alias for static configs
+    # (CIBW_ENVIRONMENT); a 12.4 install left a real directory there.
+    [[ -L $prefix/cuda || ! -e $prefix/cuda ]] || rm -rf "${prefix:?}/cuda"
+    ln -sfn "${root#"$prefix"/}" "$prefix/cuda"
 fi
 
-# Wheels ship only sonames (libcublasLt.so.13); the linker and find_library()
-# need the unversioned dev name. Newest version wins if there are several.
-# Dangling links left behind by a version change are dropped first.
-find "$root/lib" -maxdepth 1 -type l -name 'lib*.so' ! -exec test -e {} \; -delete
-declare -A dev_link=()
-while IFS= read -r lib; do
-    name=${lib##*/}
-    dev_link[${name%%.so.*}.so]=$name
-done < <(find "$root/lib" -maxdepth 1 -type f -name 'lib*.so.*' | sort -V)
-for link in "${!dev_link[@]}"; do
-    # Never replace a real file that a wheel might ship one day.
-    if [[ -L $root/lib/$link || ! -e $root/lib/$link ]]; then
-        ln -sfn "${dev_link[$link]}" "$root/lib/$link"
-    fi
-done
-
-# Stable, Python-version-independent alias for static configs (CIBW_ENVIRONMENT).
-ln -sfn "${root#"$prefix"/}" "$prefix/cuda"
-
 # --- sanity checks --------------------------------------------------------------------
+# CCCL sits in include/cccl in the 13 wheels, in include itself for 12.4.
+cccl_inc=include/cccl
+[[ $source_kind == wheels ]] || cccl_inc=include
 missing=()
 for f in bin/nvcc bin/ptxas bin/cudafe++ bin/fatbinary bin/nvlink bin/crt/link.stub \
     nvvm/bin/cicc nvvm/libdevice/libdevice.10.bc \
     include/cuda_runtime.h include/cuda_fp16.h include/cuda_bf16.h include/crt/host_config.h \
-    include/cublasLt.h include/cublas_v2.h include/cccl/cub/cub.cuh include/cccl/thrust/version.h \
+    include/cublasLt.h include/cublas_v2.h $cccl_inc/cub/cub.cuh $cccl_inc/thrust/version.h \
+    $cccl_inc/cuda/std/version $cccl_inc/nv/target \
     lib64/libcudart.so lib64/libcudart_static.a lib64/libcudadevrt.a \
     lib64/libcublas.so lib64/libcublasLt.so; do
     [[ -e $root/$f ]] || missing+=("$f")
@@ -198,14 +460,31 @@ nvcc_version=$("$root/bin/nvcc" --version) || die "$root/bin/nvcc does not run"
     die "nvcc reports release ${BASH_REMATCH[1]}, expected $cuda_major.$cuda_minor"
 nvcc_release="CUDA ${BASH_REMATCH[1]} (nvcc ${BASH_REMATCH[2]})"
 
+# CUDA 12.4 rejects gcc > 13 (Debian 13 has g++ 14): find the newest g++ it
+# accepts, for the smoke test and as env.sh's default CUDAHOSTCXX.
+default_host_cxx=
+if [[ $source_kind == debian ]]; then
+    for cxx in g++ g++-13 g++-12 g++-11 g++-10 g++-9; do
+        cxx=$(command -v "$cxx") || continue
+        gcc_major=$("$cxx" -dumpversion 2>/dev/null) || continue
+        if [[ ${gcc_major%%.*} =~ ^[0-9]+$ ]] && ((${gcc_major%%.*} <= cuda12_max_gcc)); then
+            default_host_cxx=$cxx
+            break
+        fi
+    done
+    [[ -n $default_host_cxx ]] ||
+        log "warning: no g++ <= $cuda12_max_gcc found; CUDA 12.4's nvcc needs one (set CUDAHOSTCXX or use nvcc -ccbin)"
+fi
+host_cxx=${CUDAHOSTCXX:-$default_host_cxx}
+
 # After a (re)install, compile one kernel to prove cicc/ptxas/crt/cccl fit
 # together. Needs a host compiler; skipped with a warning if there is none.
 if ((fresh_install)); then
     ccbin=()
-    [[ -z ${CUDAHOSTCXX:-} ]] || ccbin=(-ccbin "$CUDAHOSTCXX")
-    if command -v "${CUDAHOSTCXX:-g++}" >/dev/null 2>&1; then
+    [[ -z $host_cxx ]] || ccbin=(-ccbin "$host_cxx")
+    if command -v "${host_cxx:-g++}" >/dev/null 2>&1; then
         tmp=$(mktemp -d)
-        trap 'rm -rf "$tmp"' EXIT
+        cleanup+=("$tmp")
         cat >"$tmp/smoke.cu" <<'EOF'
 #include <cuda_bf16.h>
 #include <cub/block/block_reduce.cuh>
@@ -242,6 +521,15 @@ case ":\${PATH:-}:" in
     *) export PATH="\$CUDA_HOME/bin\${PATH:+:\$PATH}" ;;
 esac
 EOF
+if [[ -n $default_host_cxx ]]; then
+    cat >>"$env_file.tmp" <<EOF
+# CUDA 12.4 accepts gcc <= $cuda12_max_gcc: a compiler that fits, unless the caller chose one.
+if [ -z "\${CUDAHOSTCXX:-}" ]; then
+    CUDAHOSTCXX='$default_host_cxx'
+    export CUDAHOSTCXX
+fi
+EOF
+fi
 mv -f "$env_file.tmp" "$env_file"
 
 log "ready: $nvcc_release"
