@@ -34,7 +34,6 @@ struct StridedLayout {
 // What a launcher needs to size its grid, read once per device by the glue.
 struct DeviceInfo {
   int sm_count;
-  int max_threads_per_sm;
 };
 
 }  // namespace fusedops

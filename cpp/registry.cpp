@@ -1,5 +1,6 @@
-// Every fusedops operator schema, in one place. Backends register their
-// kernels next to the kernels themselves (cpp/*.cpp, cuda/*.cpp).
+// The schemas of the ops still on the ATen glue (an op on the stable ABI
+// defines its own, in cpp/<op>/). Backends register their kernels next to the
+// kernels themselves (cpp/*.cpp, cuda/*.cpp).
 #include <torch/library.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -7,7 +8,6 @@
 namespace fusedops {
 
 TORCH_LIBRARY(fusedops, m) {
-  m.def("add(Tensor a, Tensor b) -> Tensor");
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, float? min=None, "
         "float? max=None) -> Tensor");
   m.def("linear_forward(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max) "
@@ -38,7 +38,7 @@ void no_cuda_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {
-  for (const char* name : {"add", "linear", "linear_forward", "linear_backward", "scale_bias_clamp",
+  for (const char* name : {"linear", "linear_forward", "linear_backward", "scale_bias_clamp",
                            "scale_bias_clamp_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&no_cuda_kernel>());
   }

@@ -13,15 +13,13 @@
 
 namespace fusedops::cuda {
 
-// SM count and threads per SM of `device`, read once per device.
+// SM count of `device`, read once per device.
 inline DeviceInfo device_info(c10::DeviceIndex device) {
   static std::mutex mutex;
   static std::array<DeviceInfo, 64> cache{};
   std::lock_guard<std::mutex> lock(mutex);
   DeviceInfo& info = cache.at(device);
   if (info.sm_count == 0) {
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&info.max_threads_per_sm,
-                                          cudaDevAttrMaxThreadsPerMultiProcessor, device));
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, device));
   }
   return info;

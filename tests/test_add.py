@@ -92,6 +92,7 @@ def test_opcheck(device, shape_a, shape_b):
         a = torch.randn(shape_a, device=device, requires_grad=requires_grad)
         b = torch.randn(shape_b, device=device, requires_grad=requires_grad)
         opcheck(torch.ops.fusedops.add.default, (a, b))
+        opcheck(torch.ops.fusedops._add_nograd.default, (a.detach(), b.detach()))
 
 
 def test_compile_fullgraph_forward_backward(device):

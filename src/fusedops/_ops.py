@@ -1,18 +1,11 @@
-"""The public functions: thin wrappers over torch.ops.fusedops."""
+"""The public functions of the ops still on the ATen glue: thin wrappers over
+torch.ops.fusedops (an op on the stable ABI has its module in ops/)."""
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["add", "linear", "scale_bias_clamp"]
-
-
-def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """torch.add(a, b) for floating tensors of one dtype and device, with broadcasting.
-
-    Gradients flow to both inputs, reduced to each input's shape.
-    """
-    return torch.ops.fusedops.add.default(a, b)
+__all__ = ["linear", "scale_bias_clamp"]
 
 
 def linear(

@@ -1,4 +1,4 @@
-// Launcher of the CUDA add kernels (cuda/add.cu); torch-free.
+// Launcher of the CUDA add kernels (cuda/add/add.cu); torch-free.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,4 +1,4 @@
-#include "cuda/add_kernel.h"
+#include "cuda/add/add.h"
 #include "cuda/elementwise.cuh"
 
 namespace fusedops::cuda {

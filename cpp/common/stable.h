@@ -1,0 +1,145 @@
+// What the host glue of every op uses from the LibTorch stable ABI (compiled
+// with TORCH_TARGET_VERSION = torch 2.10, so nothing newer slips in): tensors,
+// argument checks whose errors name the op and the argument, and layouts.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
+
+#include "cpp/common/layout.h"
+#include "cpp/kernel_types.h"
+
+namespace fusedops {
+
+using torch::headeronly::ScalarType;
+using torch::stable::Tensor;
+
+// "fusedops.<op>: <message>", and nothing else: the stable ABI passes a
+// std::runtime_error's text to Python as it is (STD_TORCH_CHECK would prefix
+// the C++ function and file).
+template <typename... Args>
+[[noreturn]] void fail(const char* op, const Args&... args) {
+  std::ostringstream message;
+  message << "fusedops." << op << ": ";
+  (message << ... << args);
+  throw std::runtime_error(message.str());
+}
+
+#define FUSEDOPS_CHECK(cond, op, ...)              \
+  do {                                             \
+    if (!(cond)) ::fusedops::fail(op, __VA_ARGS__); \
+  } while (0)
+
+// Sizes as Python prints them: [4, 3].
+struct ShapeText {
+  torch::headeronly::IntHeaderOnlyArrayRef sizes;
+};
+inline std::ostream& operator<<(std::ostream& out, ShapeText shape) {
+  out << '[';
+  for (size_t i = 0; i < shape.sizes.size(); ++i) out << (i ? ", " : "") << shape.sizes[i];
+  return out << ']';
+}
+
+inline const char* dtype_name(ScalarType t) {
+  switch (t) {
+    case ScalarType::Half: return "float16";
+    case ScalarType::BFloat16: return "bfloat16";
+    case ScalarType::Float: return "float32";
+    case ScalarType::Double: return "float64";
+    default: return torch::headeronly::toString(t);
+  }
+}
+
+inline std::string device_name(const Tensor& t) {
+  const torch::stable::Device device = t.device();
+  switch (device.type()) {
+    case torch::headeronly::DeviceType::CPU: return "cpu";
+    case torch::headeronly::DeviceType::CUDA: return "cuda:" + std::to_string(device.index());
+    case torch::headeronly::DeviceType::Meta: return "meta";
+    default: return "device type " + std::to_string(static_cast<int>(device.type()));
+  }
+}
+
+inline std::optional<DType> kernel_dtype(ScalarType t) {
+  switch (t) {
+    case ScalarType::Half: return DType::Float16;
+    case ScalarType::BFloat16: return DType::BFloat16;
+    case ScalarType::Float: return DType::Float32;
+    case ScalarType::Double: return DType::Float64;
+    default: return std::nullopt;
+  }
+}
+
+// The kernels' dtype of a tensor that passed check_floating.
+inline DType to_dtype(ScalarType t) { return *kernel_dtype(t); }
+
+inline void check_floating(const char* op, const char* arg, const Tensor& t) {
+  FUSEDOPS_CHECK(kernel_dtype(t.scalar_type()).has_value(), op, arg,
+                 " must have a floating dtype (float16, bfloat16, float32 or float64), got ",
+                 dtype_name(t.scalar_type()));
+}
+
+// `b` must match `a` in dtype and device: fusedops does no implicit promotion
+// or cross-device copies.
+inline void check_same_dtype_device(const char* op, const char* name_a, const Tensor& a,
+                                    const char* name_b, const Tensor& b) {
+  FUSEDOPS_CHECK(a.scalar_type() == b.scalar_type(), op, name_b, " must have the same dtype as ",
+                 name_a, " (", dtype_name(a.scalar_type()), "), got ", dtype_name(b.scalar_type()));
+  const torch::stable::Device da = a.device(), db = b.device();
+  FUSEDOPS_CHECK(da.type() == db.type() && da.index() == db.index(), op, name_b,
+                 " must be on the same device as ", name_a, " (", device_name(a), "), got ", device_name(b));
+}
+
+// torch.broadcast_shapes with an error naming both arguments.
+inline std::vector<int64_t> broadcast_shape(const char* op, const char* name_a, const Tensor& a,
+                                            const char* name_b, const Tensor& b) {
+  const auto sa = a.sizes(), sb = b.sizes();
+  const size_t ndim = std::max(sa.size(), sb.size());
+  std::vector<int64_t> out(ndim, 1);
+  for (size_t i = 0; i < ndim; ++i) {
+    const int64_t x = i < ndim - sa.size() ? 1 : sa[i - (ndim - sa.size())];
+    const int64_t y = i < ndim - sb.size() ? 1 : sb[i - (ndim - sb.size())];
+    FUSEDOPS_CHECK(x == y || x == 1 || y == 1, op, name_a, " of shape ", ShapeText{sa}, " and ", name_b,
+                   " of shape ", ShapeText{sb}, " do not broadcast (dimension ", i, ": ", x, " vs ", y, ")");
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+// The layout of `out` (contiguous, allocated by the caller) and `inputs`
+// broadcast to it. Past kMaxDims dims after coalescing, the inputs are
+// replaced by contiguous copies (copy_ broadcasts), so the layout always fits.
+template <int N>
+StridedLayout<N> elementwise_layout(const Tensor& out, std::array<Tensor*, N - 1> inputs) {
+  const int ndim = static_cast<int>(out.dim());
+  std::array<std::vector<int64_t>, N - 1> input_strides;
+  std::array<const int64_t*, N> strides{out.strides().data()};
+  for (int k = 1; k < N; ++k) {
+    const Tensor& t = *inputs[k - 1];
+    input_strides[k - 1].resize(ndim);
+    broadcast_strides(static_cast<int>(t.dim()), t.sizes().data(), t.strides().data(), ndim,
+                      input_strides[k - 1].data());
+    strides[k] = input_strides[k - 1].data();
+  }
+  StridedLayout<N> layout;
+  if (!coalesce<N>(ndim, out.sizes().data(), strides, layout)) {
+    for (Tensor* t : inputs) {
+      Tensor dense = torch::stable::new_empty(*t, out.sizes());
+      torch::stable::copy_(dense, *t);
+      *t = dense;
+    }
+    return elementwise_layout<N>(out, inputs);
+  }
+  return layout;
+}
+
+}  // namespace fusedops

@@ -1,0 +1,47 @@
+"""fusedops.add: shape function, autograd and the public function.
+
+Kernels: cpp/add/ (schema, checks, CPU, CUDA glue) and cuda/add/.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _checks
+
+_add = torch.ops.fusedops.add.default
+_add_nograd = torch.ops.fusedops._add_nograd.default
+
+
+def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """torch.add(a, b) for floating tensors of one dtype and device, with broadcasting.
+
+    Gradients flow to both inputs, reduced to each input's shape.
+    """
+    return _add(a, b) if _checks.needs_autograd("add", a, b) else _add_nograd(a, b)
+
+
+def _shape(a, b):
+    _checks.check_floating("add", "a", a)
+    _checks.check_floating("add", "b", b)
+    _checks.check_same_dtype_device("add", "a", a, "b", b)
+    return a.new_empty(_checks.broadcast_shape("add", "a", a, "b", b))
+
+
+torch.library.register_fake("fusedops::add")(_shape)
+torch.library.register_fake("fusedops::_add_nograd")(_shape)
+
+
+def _setup_context(ctx, inputs, output):
+    a, b = inputs
+    ctx.shapes = (a.shape, b.shape)
+
+
+def _backward(ctx, grad):
+    # torch.add's rule: each input gets the gradient summed over the dimensions
+    # it was broadcast along. Built of differentiable ops: double backward works.
+    return tuple(grad.sum_to_size(shape) if needed else None
+                 for shape, needed in zip(ctx.shapes, ctx.needs_input_grad, strict=True))
+
+
+torch.library.register_autograd("fusedops::add", _backward, setup_context=_setup_context)
