@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
@@ -50,6 +51,16 @@ c10::SmallVector<Size, kMaxDims> broadcast_shape(const char* op, const char* nam
     out[i] = sa == 1 ? sb : sa;
   }
   return out;
+}
+
+// A build without CUDA kernels still answers CUDA tensors with a clear error
+// instead of the dispatcher's "could not run ... with arguments from the CUDA
+// backend" (ATen glue; the stable ops use cpp/common/cuda_registration.h).
+inline void no_cuda_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK(false, "fusedops.", op.schema().operator_name().name.substr(sizeof("fusedops::") - 1),
+              ": this build of fusedops (", FUSEDOPS_VERSION,
+              ") has no CUDA kernels; `python -m fusedops info` prints the command that installs "
+              "the CUDA wheel for this torch");
 }
 
 inline DType to_dtype(at::ScalarType t) {

@@ -389,6 +389,23 @@ at::Tensor linear_autocast(const at::Tensor& x, const at::Tensor& weight, const 
 
 }  // namespace
 
+TORCH_LIBRARY_FRAGMENT(fusedops, m) {
+  m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, float? min=None, "
+        "float? max=None) -> Tensor");
+  m.def("linear_forward(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max) "
+        "-> (Tensor, Tensor)");
+  m.def("linear_backward(Tensor grad, Tensor x, Tensor weight, Tensor saved, str? activation, float? min, "
+        "float? max, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+}
+
+#ifndef FUSEDOPS_WITH_CUDA
+TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {
+  for (const char* name : {"linear", "linear_forward", "linear_backward"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&no_cuda_kernel>());
+  }
+}
+#endif
+
 TORCH_LIBRARY_IMPL(fusedops, CPU, m) {
   m.impl("linear", &linear_cpu);
   m.impl("linear_forward", &linear_forward_cpu);

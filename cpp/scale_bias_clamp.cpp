@@ -515,6 +515,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sbc_backward_autograd(
 
 }  // namespace
 
+TORCH_LIBRARY_FRAGMENT(fusedops, m) {
+  // clamp(x * scale + bias, min, max); scale_value / bias_value stand in for a
+  // scale / bias given as a number (the tensor is then None).
+  m.def(
+      "scale_bias_clamp(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., "
+      "float bias_value=0., float? min=None, float? max=None) -> Tensor");
+  m.def(
+      "scale_bias_clamp_backward(Tensor grad_out, Tensor x, Tensor? scale, Tensor? bias, "
+      "float scale_value, float bias_value, float? min, float? max, bool[3] output_mask) "
+      "-> (Tensor, Tensor, Tensor)");
+}
+
+#ifndef FUSEDOPS_WITH_CUDA
+TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {
+  for (const char* name : {"scale_bias_clamp", "scale_bias_clamp_backward"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&no_cuda_kernel>());
+  }
+}
+#endif
+
 TORCH_LIBRARY_IMPL(fusedops, CPU, m) {
   m.impl("scale_bias_clamp", &sbc_cpu);
   m.impl("scale_bias_clamp_backward", &sbc_backward_cpu);

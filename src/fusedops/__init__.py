@@ -34,8 +34,8 @@ except ImportError as error:
 
 __version__: str = build_info()["version"]
 
-from . import nn  # noqa: E402
-from ._ops import linear, scale_bias_clamp  # noqa: E402
-
 if load_error is None:  # the ops' registrations need the loaded library
+    from . import nn  # noqa: E402
     from .ops.add import add  # noqa: E402
+    from .ops.linear import linear  # noqa: E402
+    from .ops.scale_bias_clamp import scale_bias_clamp  # noqa: E402

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ._ops import scale_bias_clamp
+from .ops.scale_bias_clamp import scale_bias_clamp
 
 
 class ScaleBiasClamp(torch.nn.Module):

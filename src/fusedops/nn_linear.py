@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._ops import linear
+from .ops.linear import linear
 
 __all__ = ["Linear"]
 
