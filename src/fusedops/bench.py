@@ -162,7 +162,9 @@ def gemm_ceiling_tflops(device: torch.device, dtype: torch.dtype, repeats: int, 
     return 2 * size**3 / ms / 1e9, size
 
 
-def bench_add(device: torch.device, numel: int, repeats: int) -> list[dict[str, Any]]:
+def bench_add(device: torch.device, numel: int, repeats: int, quick: bool) -> list[dict[str, Any]]:
+    """fusedops.add against torch.add, eager and compiled, at `numel` elements;
+    with the 2^20 case (in every size list) the host cost per call on 1024 elements."""
     rows = []
     compiled = torch.compile(torch.add, fullgraph=True, dynamic=False)
     for dtype in (torch.float32, torch.bfloat16):
@@ -174,6 +176,9 @@ def bench_add(device: torch.device, numel: int, repeats: int) -> list[dict[str, 
         for impl, ms in times.items():
             rows.append({"op": "add", "pass": "fwd", "impl": impl, "dtype": str(dtype).removeprefix("torch."),
                          "shape": [numel], "bytes": nbytes, "ms": ms, "GBs": nbytes / ms / 1e6})
+    if numel == HOST_CASE_SIZE:
+        tiny = (torch.randn(1024, device=device), torch.randn(1024, device=device))
+        rows += host_rows("add", [1024], tiny, fusedops.add, torch.add, device, quick)
     return rows
 
 
@@ -182,25 +187,55 @@ LINEAR_SHAPES_GPU = [(8192, 8192, 8192), (4096, 4096, 4096), (1024, 1024, 1024),
 LINEAR_SHAPES_SMALL = [(1024, 1024, 1024), (256, 512, 256), (32, 1024, 1024)]
 
 
-def host_us_per_call(fn: Callable[[], object], device: torch.device, calls: int = 200, rounds: int = 25) -> float:
-    """Median wall time of one call in microseconds over `rounds` blocks of
-    `calls` back-to-back calls: the host overhead, for inputs tiny enough that
-    the device keeps up."""
-    for _ in range(20):
-        fn()
-    times = []
-    for _ in range(rounds):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        begin = time.perf_counter()
-        for _ in range(calls):
+# The elementwise size whose benchmark also measures the host cost per call.
+HOST_CASE_SIZE = 1 << 20
+
+
+def host_us_per_call(fns: dict[str, Callable[[], object]], device: torch.device, calls: int = 200,
+                     rounds: int = 25) -> dict[str, float]:
+    """Median wall time of one call in microseconds, per implementation, over
+    `rounds` blocks of `calls` back-to-back calls, the implementations taking
+    turns block by block (rotated each round): the host overhead, for inputs
+    tiny enough that the device keeps up."""
+    for fn in fns.values():
+        for _ in range(20):
             fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append((time.perf_counter() - begin) / calls * 1e6)
-    us = statistics.median(times)
-    _progress.tick(us / 1e3)
-    return us
+    names = list(fns)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            begin = time.perf_counter()
+            for _ in range(calls):
+                fns[name]()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times[name].append((time.perf_counter() - begin) / calls * 1e6)
+    result = {name: statistics.median(t) for name, t in times.items()}
+    for us in result.values():
+        _progress.tick(us / 1e3)
+    return result
+
+
+def host_rows(op: str, shape: list[int], inputs: tuple[torch.Tensor, ...], ours: Callable, theirs: Callable,
+              device: torch.device, quick: bool) -> list[dict[str, Any]]:
+    """The host cost per call of `ours` and of torch's own op (`theirs`) on tiny
+    inputs: without gradients ("host"), and forward+backward with every input
+    requiring grad ("host fwd+bwd")."""
+    leaves = tuple(t.detach().clone().requires_grad_() for t in inputs)
+
+    def train(f):
+        return lambda: torch.autograd.grad(f(*leaves).sum(), leaves)
+
+    kwargs = dict(calls=50 if quick else 200, rounds=5 if quick else 25)
+    rows = []
+    for pass_, fns in (("host", {"fusedops": lambda: ours(*inputs), "eager": lambda: theirs(*inputs)}),
+                       ("host fwd+bwd", {"fusedops": train(ours), "eager": train(theirs)})):
+        for impl, us in host_us_per_call(fns, device, **kwargs).items():
+            rows.append({"op": op, "pass": pass_, "impl": impl, "dtype": "float32", "shape": shape,
+                         "ms": us / 1e3, "us_per_call": us})
+    return rows
 
 
 def _compiler_allows_many_shapes() -> None:
@@ -271,15 +306,8 @@ def bench_linear(device: torch.device, numel: int, repeats: int, quick: bool = F
                 row("linear", "fwd+bwd", impl, dtype, (m, n, k), ms, 6 * m * n * k)
 
     # Host overhead: 16x16, where the device is idle most of the time.
-    x = torch.randn(16, 16, device=device)
-    w = torch.randn(16, 16, device=device)
-    b = torch.randn(16, device=device)
-    with torch.no_grad():
-        for impl, fn in {"fusedops": lambda: fusedops.linear(x, w, b), "eager": lambda: F.linear(x, w, b)}.items():
-            us = host_us_per_call(fn, device, calls=50 if quick else 200, rounds=5 if quick else 25)
-            rows.append({"op": "linear", "pass": "host", "impl": impl, "dtype": "float32", "shape": [16, 16, 16],
-                         "ms": us / 1e3, "us_per_call": us})
-    return rows
+    small = (torch.randn(16, 16, device=device), torch.randn(16, 16, device=device), torch.randn(16, device=device))
+    return rows + host_rows("linear", [16, 16, 16], small, fusedops.linear, F.linear, device, quick)
 
 
 def _eager_scale_bias_clamp(x, scale, bias, lo: float, hi: float):
@@ -297,7 +325,7 @@ def _train_step(fn: Callable[[], torch.Tensor], grad: torch.Tensor, leaves: tupl
     fn().backward(grad)
 
 
-def bench_scale_bias_clamp(device: torch.device, numel: int, repeats: int) -> list[dict[str, Any]]:
+def bench_scale_bias_clamp(device: torch.device, numel: int, repeats: int, quick: bool) -> list[dict[str, Any]]:
     """Forward and forward+backward (x, scale and bias all requiring grad).
 
     bytes, forward: x read + bias read + out written. forward+backward: the
@@ -332,10 +360,14 @@ def bench_scale_bias_clamp(device: torch.device, numel: int, repeats: int) -> li
             for pass_name, nbytes, impls in (("fwd", fwd_bytes, forward), ("fwd+bwd", bwd_bytes, train)):
                 times = measure_impls(impls, device, repeats)
                 for impl, ms in times.items():
-                    rows.append({"op": "sbc", "pass": pass_name, "impl": impl,
+                    rows.append({"op": "scale_bias_clamp", "pass": pass_name, "impl": impl,
                                  "dtype": str(dtype).removeprefix("torch."), "shape": shape,
                                  "bias": bias_shape, "bytes": nbytes, "ms": ms,
                                  "GBs": nbytes / ms / 1e6})
+    if numel == HOST_CASE_SIZE:
+        tiny = (torch.randn(1024, device=device), torch.tensor(1.1, device=device), torch.randn(1024, device=device))
+        rows += host_rows("scale_bias_clamp", [1024], tiny, lambda x, s, b: fusedops.scale_bias_clamp(x, s, b, lo, hi),
+                          lambda x, s, b: _eager_scale_bias_clamp(x, s, b, lo, hi), device, quick)
     return rows
 
 
@@ -353,9 +385,8 @@ class Benchmark:
 
 
 BENCHMARKS: dict[str, Benchmark] = {
-    "add": Benchmark(lambda device, numel, repeats, quick: bench_add(device, numel, repeats)),
-    "scale_bias_clamp": Benchmark(lambda device, numel, repeats, quick:
-                                  bench_scale_bias_clamp(device, numel, repeats)),
+    "add": Benchmark(bench_add),
+    "scale_bias_clamp": Benchmark(bench_scale_bias_clamp),
     "linear": Benchmark(bench_linear, ceiling="gemm", sized=False),
 }
 

@@ -17,8 +17,8 @@ from typing import Any
 
 IMPLS = ("fusedops", "eager", "compile")
 # Fields that are measurements or derived from them, not part of a case.
-MEASURED = {"impl", "ms", "bytes", "flops", "GBs", "TFLOPs", "pct_of_copy", "pct_of_gemm", "pct_of_ceiling",
-            "ceiling", "fusedops_speedup", "vs_eager", "vs_compile", "us_per_call"}
+MEASURED = {"impl", "ms", "bytes", "flops", "GBs", "TFLOPs", "pct_of_ceiling", "ceiling", "fusedops_speedup",
+            "vs_eager", "vs_compile", "us_per_call"}
 
 
 def case_key(row: dict[str, Any]) -> tuple:
@@ -55,14 +55,11 @@ def rate(row: dict[str, Any]) -> tuple[float, str]:
 
 
 def pct_of_ceiling(row: dict[str, Any]) -> float:
-    for key in ("pct_of_ceiling", "pct_of_gemm", "pct_of_copy"):
-        if key in row:
-            return row[key]
-    return float("nan")
+    return row.get("pct_of_ceiling", float("nan"))
 
 
 def ceiling_name(row: dict[str, Any]) -> str:
-    return row.get("ceiling") or ("gemm" if "TFLOPs" in row else "copy")
+    return row.get("ceiling") or ""
 
 
 def cases(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -137,10 +134,8 @@ def plot(result: dict[str, Any], path: str) -> None:
 
 
 def ceilings_text(result: dict[str, Any]) -> str:
-    found = result.get("ceilings") or {"copy": {"value": result.get("copy_GBs"), "unit": "GB/s"},
-                                       "gemm": {"value": result.get("gemm_TFLOPs"), "unit": "TFLOP/s"}}
     return "; ".join(f"{name} {c['value']:.1f} {c['unit']}" + (f" ({c['what']})" if c.get("what") else "")
-                     for name, c in found.items() if c.get("value") is not None)
+                     for name, c in result["ceilings"].items() if c.get("value") is not None)
 
 
 def _num(value: float | None, spec: str, suffix: str = "") -> str:

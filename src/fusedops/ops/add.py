@@ -40,7 +40,7 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, grad):
     # torch.add's rule: each input gets the gradient summed over the dimensions
     # it was broadcast along. Built of differentiable ops: double backward works.
-    return tuple(grad.sum_to_size(shape) if needed else None
+    return tuple(None if not needed else grad if grad.shape == shape else grad.sum_to_size(shape)
                  for shape, needed in zip(ctx.shapes, ctx.needs_input_grad, strict=True))
 
 
