@@ -1,32 +1,38 @@
 #!/usr/bin/env bash
 # End-to-end test of the wheel index: build it from repaired wheels, serve it
-# on 127.0.0.1 (static files and pypiserver), and install from it with pip the
-# ways docs/install.md tells users to.
+# on 127.0.0.1 (static files, and pypiserver behind a password file), and
+# install from it with pip and uv the ways docs/install.md tells users to.
 #
 #   tools/e2e_index_test.sh WHEEL_DIR
 #
 # WHEEL_DIR holds repaired fusedops wheels: one CPU wheel (e.g. pt213cpu) is
 # required; a CUDA wheel for another torch (e.g. pt214cu130) enables the
-# negative cases and the CUDA-torch install.
-# torch and its dependencies come from pip's own configuration (find-links,
-# extra indexes): --index-url only replaces PyPI.
+# negative cases and the CUDA-torch installs.
+# Every check is numbered and prints PASS or FAIL; the last line is
+# "N passed, N failed", and the exit status is non-zero if any check failed.
 #
 # Env:
-#   E2E_CUDA_VENV   venv that already has the CUDA torch (used read-only, via
-#                   a .pth file); without it one such venv is created
+#   E2E_CUDA_VENV   venv that already has the CUDA torch, used read-only: its
+#                   site-packages (minus fusedops) is hard-linked into each
+#                   test venv, so it must be on the work dir's filesystem;
+#                   without it one such venv is created (large download)
+#   E2E_CPU_VENV    same for the CPU torch; default: one is created
 #   E2E_SKIP_CUDA=1 skip everything that needs a CUDA torch venv
 #   E2E_WORK        work dir (default: a fresh temp dir, removed at exit)
 #   E2E_TIMEOUT     overall limit in seconds (default 2400)
 set -euo pipefail
 
 if [[ -z ${_E2E_TIMED:-} ]]; then
-    # Bound the whole run; timeout signals the process group, servers included.
+    # Bound the whole run; timeout signals the process group, servers included,
+    # and leaves the cleanup (removing the venvs) up to 2 minutes.
     export _E2E_TIMED=1
-    exec timeout --kill-after=30 "${E2E_TIMEOUT:-2400}" bash "$0" "$@"
+    exec timeout --kill-after=120 "${E2E_TIMEOUT:-2400}" bash "$0" "$@"
 fi
 
-PYPISERVER=pypiserver==2.4.2
+PYPISERVER='pypiserver[passlib]==2.4.2'
+BCRYPT=bcrypt==4.0.1 # passlib 1.7.4 breaks on bcrypt >= 4.1's missing __about__ / 5.0's 72-byte rule
 TWINE=twine==7.0.0
+UV=uv==0.13.9
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 log() { printf '\n[e2e] %s\n' "$*" >&2; }
@@ -36,7 +42,7 @@ die() {
 }
 
 [[ $# -eq 1 && -d $1 ]] || {
-    sed -n '2,22s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,23s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 WHEEL_DIR=$(cd "$1" && pwd)
@@ -47,6 +53,7 @@ if [[ -n ${E2E_WORK:-} ]]; then
 else
     W=$(mktemp -d "${TMPDIR:-/tmp}/fusedops-e2e.XXXXXX")
 fi
+W=$(cd "$W" && pwd)
 
 PIDS=()
 cleanup() {
@@ -58,15 +65,30 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-PASSED=()
-FAILED=()
+# Everything this run prints also goes to run.log: the password check at the
+# end greps it, with the servers' and tools' logs. The tees ignore INT/TERM
+# (timeout signals the whole group): they end when this shell does, so the
+# cleanup above never writes into a closed pipe.
+exec > >(trap '' INT TERM && exec tee -a "$W/run.log") \
+    2> >(trap '' INT TERM && exec tee -a "$W/run.log" >&2)
+
+RESULTS=()
+NPASS=0
+NFAIL=0
+check_no() { printf '%02d' $((NPASS + NFAIL + 1)); }
 pass() {
-    PASSED+=("$1")
-    printf '[e2e] PASS %s\n' "$1" >&2
+    local line
+    line="PASS $(check_no) $1"
+    NPASS=$((NPASS + 1))
+    RESULTS+=("$line")
+    printf '[e2e] %s\n' "$line" >&2
 }
 fail() {
-    FAILED+=("$1")
-    printf '[e2e] FAIL %s\n' "$1" >&2
+    local line
+    line="FAIL $(check_no) $1"
+    NFAIL=$((NFAIL + 1))
+    RESULTS+=("$line")
+    printf '[e2e] %s\n' "$line" >&2
 }
 
 # -- helpers --------------------------------------------------------------
@@ -75,16 +97,42 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-wait_http() { # URL: poll up to 30 s
+wait_http() { # URL: poll up to 30 s; any HTTP answer (401 too) means it is up
     python3 - "$1" <<'EOF'
-import sys, time, urllib.request
+import sys, time, urllib.error, urllib.request
 for _ in range(60):
     try:
         urllib.request.urlopen(sys.argv[1], timeout=2).close()
         sys.exit(0)
+    except urllib.error.HTTPError:
+        sys.exit(0)
     except OSError:
         time.sleep(0.5)
 sys.exit(f"no answer from {sys.argv[1]}")
+EOF
+}
+
+# METHOD URL [NETRC [BODY_OUT]]: print the HTTP status. Credentials, if any,
+# come from the netrc file, never from the command line.
+http_status() {
+    python3 - "$@" <<'EOF'
+import base64, netrc, sys, urllib.error, urllib.parse, urllib.request
+method, url = sys.argv[1:3]
+req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+if len(sys.argv) > 3:
+    login, _, password = netrc.netrc(sys.argv[3]).authenticators(urllib.parse.urlsplit(url).hostname)
+    token = base64.b64encode(f"{login}:{password}".encode()).decode()
+    req.add_header("Authorization", f"Basic {token}")
+body = b""
+try:
+    with urllib.request.urlopen(req, timeout=20) as r:
+        code, body = r.status, r.read()
+except urllib.error.HTTPError as e:
+    code = e.code
+if len(sys.argv) > 4:
+    with open(sys.argv[4], "wb") as f:
+        f.write(body)
+print(code)
 EOF
 }
 
@@ -101,26 +149,76 @@ print(msg["Version"].partition("+")[2], msg["Version"], pin[1])
 EOF
 }
 
-new_venv() { # DIR
-    python3 -m venv "$1"
+sha256() { sha256sum "$1" | cut -d' ' -f1; }
+
+# A test venv holding the torch of SRC_VENV: SRC's site-packages, minus
+# fusedops, hard-linked in (5 GB of CUDA torch in about a second, nothing
+# written into SRC). pip and uv both see torch as installed there; uv does not
+# follow .pth files, and a .pth would also show SRC's own fusedops to pip.
+torch_venv() { # SRC_VENV DST
+    local src=$1 dst=$2 from to entry
+    "$src/bin/python" -m venv --without-pip "$dst"
+    from=$("$src/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    to=$("$dst/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    for entry in "$from"/*; do
+        case ${entry##*/} in fusedops | fusedops-*) continue ;; esac
+        cp -al "$entry" "$to/" || die "cannot hard-link $from into $W: put E2E_WORK on its filesystem"
+    done
+    # pip comes from SRC's copy; without one, give the venv its own.
+    "$dst/bin/python" -c 'import pip' 2>/dev/null || "$dst/bin/python" -m ensurepip --default-pip >/dev/null
 }
 
 quiet_pip() { # VENV ARGS...: pip, minus the noise about missing local mirrors
     local venv=$1 rc=0
     shift
     "$venv/bin/python" -m pip --disable-pip-version-check "$@" >"$W/pip.out" 2>&1 || rc=$?
+    cat "$W/pip.out" >>"$W/pip.log"
     grep -v "is ignored: it is neither a file nor a directory" "$W/pip.out" >&2 || true
     return "$rc"
 }
 
-SMOKE='import torch, fusedops
+# pip with nothing but the command line: no pip.conf (extra indexes,
+# find-links), no PIP_* index settings, no prompts; credentials from NETRC.
+pip_only() { # NETRC VENV ARGS...
+    local netrc=$1
+    shift
+    (
+        unset PIP_FIND_LINKS PIP_EXTRA_INDEX_URL PIP_INDEX_URL PIP_CONSTRAINT PIP_KEYRING_PROVIDER
+        export PIP_CONFIG_FILE=/dev/null NETRC=$netrc PIP_NO_INPUT=1
+        quiet_pip "$@"
+    )
+}
+
+# uv likewise: no uv.toml/pyproject, no UV_* index settings, its own cache.
+uv_only() { # NETRC VENV ARGS...
+    local netrc=$1 venv=$2 rc=0
+    shift 2
+    (
+        unset UV_INDEX_URL UV_EXTRA_INDEX_URL UV_DEFAULT_INDEX UV_INDEX UV_FIND_LINKS UV_KEYRING_PROVIDER
+        NETRC=$netrc UV_CACHE_DIR=$W/uv-cache UV_NO_PROGRESS=1 \
+            "$W/tools/bin/uv" pip install --no-config --python "$venv/bin/python" "$@"
+    ) >"$W/uv.out" 2>&1 || rc=$?
+    cat "$W/uv.out" >>"$W/uv.log"
+    cat "$W/uv.out" >&2
+    return "$rc"
+}
+
+has_fusedops() { # VENV
+    "$1/bin/python" -c 'import importlib.metadata as m; m.version("fusedops")' 2>/dev/null
+}
+
+SMOKE='import importlib.metadata, sys, torch, fusedops
+want_version, want_prefix = sys.argv[1:3]
+got = importlib.metadata.version("fusedops")
+assert got == want_version, f"installed fusedops {got}, want {want_version}"
+assert fusedops.__file__.startswith(want_prefix), f"fusedops from {fusedops.__file__}"
 a = torch.randn(5, 3)
 b = torch.randn(3)
 assert torch.allclose(fusedops.add(a, b), a + b)
 print("smoke ok: fusedops", fusedops.__version__, "torch", torch.__version__)'
 
-smoke() { # NAME VENV
-    if "$2/bin/python" -c "$SMOKE" && "$2/bin/python" -m fusedops info; then
+smoke() { # NAME VENV VERSION: the installed fusedops is VERSION, from VENV, and works
+    if "$2/bin/python" -c "$SMOKE" "$3" "$2/" && "$2/bin/python" -m fusedops info; then
         pass "$1"
     else
         fail "$1"
@@ -166,18 +264,58 @@ done
 [[ -n $CPU_WHEEL ]] || die "no CPU fusedops wheel in $WHEEL_DIR"
 read -r CPU_VARIANT CPU_VERSION CPU_TORCH < <(wheel_info "$CPU_WHEEL")
 log "CPU wheel:  ${CPU_WHEEL##*/} (torch $CPU_TORCH)"
+CUDA=0
 if [[ -n $CUDA_WHEEL ]]; then
     read -r CUDA_VARIANT CUDA_VERSION CUDA_TORCH < <(wheel_info "$CUDA_WHEEL")
     log "CUDA wheel: ${CUDA_WHEEL##*/} (torch $CUDA_TORCH)"
     [[ $CUDA_TORCH != "$CPU_TORCH" ]] ||
         log "note: both wheels target torch $CPU_TORCH; the negative cases need two torch versions"
+    [[ ${E2E_SKIP_CUDA:-0} == 1 ]] || CUDA=1
 fi
 CPU_DEVICE=$(sed -E 's/^pt[0-9]+//' <<<"$CPU_VARIANT")
 CPU_PAGE="torch-$CPU_TORCH+$CPU_DEVICE.html"
 
-# -- index and servers ----------------------------------------------------
+# -- tools and torch venvs ------------------------------------------------
 
-log "building the index"
+log "installing $PYPISERVER $BCRYPT $TWINE $UV (in the background)"
+python3 -m venv "$W/tools"
+"$W/tools/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "$PYPISERVER" "$BCRYPT" "$TWINE" "$UV" >"$W/tools-install.log" 2>&1 &
+tools_pid=$!
+PIDS+=("$tools_pid")
+
+if [[ -n ${E2E_CPU_VENV:-} ]]; then
+    CPU_TORCH_VENV=$E2E_CPU_VENV
+    log "[cpu] reusing torch from $CPU_TORCH_VENV"
+else
+    # torch from pip's usual sources (pip.conf, find-links, PyPI).
+    CPU_TORCH_VENV=$W/torch-cpu
+    log "[cpu] creating a CPU torch $CPU_TORCH venv"
+    python3 -m venv "$CPU_TORCH_VENV"
+    quiet_pip "$CPU_TORCH_VENV" install --quiet --no-compile "torch==$CPU_TORCH.*" ||
+        die "cannot install torch $CPU_TORCH"
+fi
+if ((CUDA)); then
+    if [[ -n ${E2E_CUDA_VENV:-} ]]; then
+        CUDA_TORCH_VENV=$E2E_CUDA_VENV
+        log "[cuda] reusing torch from $CUDA_TORCH_VENV"
+    else
+        # Its CUDA dependencies may only be on PyPI: pip's usual sources.
+        CUDA_TORCH_VENV=$W/torch-cuda
+        log "[cuda] creating a CUDA torch $CUDA_TORCH venv (large)"
+        python3 -m venv "$CUDA_TORCH_VENV"
+        quiet_pip "$CUDA_TORCH_VENV" install --quiet --no-compile "torch==$CUDA_TORCH.*" ||
+            die "cannot install torch $CUDA_TORCH"
+    fi
+fi
+wait "$tools_pid" || {
+    cat "$W/tools-install.log" >&2
+    die "installing the tools failed"
+}
+
+# -- static index ---------------------------------------------------------
+
+log "building the static index"
 HTTP_PORT=$(free_port)
 STATIC="http://127.0.0.1:$HTTP_PORT"
 python3 "$ROOT/tools/make_index.py" "$WHEEL_DIR" "$W/site" --base-url "$STATIC"
@@ -188,90 +326,47 @@ PIDS+=($!)
 wait_http "$STATIC/index.html"
 log "static index at $STATIC"
 
-log "installing $PYPISERVER $TWINE"
-python3 -m venv "$W/tools"
-quiet_pip "$W/tools" install --quiet "$PYPISERVER" "$TWINE"
-PYPI_PORT=$(free_port)
-PYPI="http://127.0.0.1:$PYPI_PORT"
-mkdir -p "$W/pypi-packages"
-# -a . -P .: no auth on loopback; --disable-fallback: never redirect to PyPI.
-"$W/tools/bin/pypi-server" run -i 127.0.0.1 -p "$PYPI_PORT" -a . -P . --disable-fallback \
-    "$W/pypi-packages" >"$W/pypiserver.log" 2>&1 &
-PIDS+=($!)
-wait_http "$PYPI/simple/"
-if "$W/tools/bin/twine" upload --non-interactive --disable-progress-bar \
-    --repository-url "$PYPI/" -u e2e -p e2e "$WHEEL_DIR"/fusedops-*.whl; then
-    pass "twine upload to pypiserver"
-else
-    fail "twine upload to pypiserver"
-fi
-
-# -- CPU variant: the four ways to install --------------------------------
-
-log "[cpu] pip install --index-url $STATIC/$CPU_VARIANT/simple"
-new_venv "$W/v-index"
+log "[static] pip install --index-url $STATIC/$CPU_VARIANT/simple"
+torch_venv "$CPU_TORCH_VENV" "$W/v-index"
 if quiet_pip "$W/v-index" install fusedops --index-url "$STATIC/$CPU_VARIANT/simple"; then
-    smoke "cpu: --index-url (static)" "$W/v-index"
+    smoke "static: pip --index-url <variant>/simple installs $CPU_VARIANT" "$W/v-index" "$CPU_VERSION"
 else
-    fail "cpu: --index-url (static) install"
+    fail "static: pip --index-url <variant>/simple installs $CPU_VARIANT (pip failed)"
 fi
 
-log "[cpu] pip install -f $STATIC/$CPU_PAGE"
-new_venv "$W/v-findlinks"
+log "[static] pip install -f $STATIC/$CPU_PAGE"
+torch_venv "$CPU_TORCH_VENV" "$W/v-findlinks"
 # -f on the command line would replace the configured find-links (where torch
 # may come from), so add ours to them instead. The exact pin keeps a same-named
 # project on another index out.
 cfg_links=$("$W/v-findlinks/bin/python" -m pip config get global.find-links 2>/dev/null || true)
 if PIP_FIND_LINKS="$STATIC/$CPU_PAGE ${PIP_FIND_LINKS:-$cfg_links}" \
     quiet_pip "$W/v-findlinks" install "fusedops==$CPU_VERSION"; then
-    smoke "cpu: -f find-links page" "$W/v-findlinks"
+    smoke "static: pip -f find-links page installs $CPU_VARIANT" "$W/v-findlinks" "$CPU_VERSION"
 else
-    fail "cpu: -f find-links page install"
+    fail "static: pip -f find-links page installs $CPU_VARIANT (pip failed)"
 fi
 
-log "[cpu] pip install --require-hashes"
-new_venv "$W/v-hashes"
-mkdir -p "$W/dl"
-quiet_pip "$W/v-hashes" download --quiet -d "$W/dl" "fusedops==$CPU_VERSION" \
-    --index-url "$STATIC/$CPU_VARIANT/simple"
-python3 - "$W/dl" >"$W/requirements.txt" <<'EOF'
-import hashlib, pathlib, sys
-for f in sorted(pathlib.Path(sys.argv[1]).iterdir()):
-    name, version = f.name.split("-")[:2]
-    print(f"{name}=={version} --hash=sha256:{hashlib.sha256(f.read_bytes()).hexdigest()}")
-EOF
+log "[static] pip install --require-hashes"
+torch_venv "$CPU_TORCH_VENV" "$W/v-hashes-static"
+# torch is installed already, so only fusedops needs a hash.
+echo "fusedops==$CPU_VERSION --hash=sha256:$(sha256 "$CPU_WHEEL")" >"$W/requirements.txt"
 cat "$W/requirements.txt" >&2
-if grep -q "^fusedops==$CPU_VERSION --hash" "$W/requirements.txt" &&
-    quiet_pip "$W/v-hashes" install --require-hashes -r "$W/requirements.txt" \
-        --index-url "$STATIC/$CPU_VARIANT/simple"; then
-    smoke "cpu: --require-hashes" "$W/v-hashes"
+if quiet_pip "$W/v-hashes-static" install --require-hashes -r "$W/requirements.txt" \
+    --index-url "$STATIC/$CPU_VARIANT/simple"; then
+    smoke "static: pip --require-hashes installs $CPU_VARIANT" "$W/v-hashes-static" "$CPU_VERSION"
 else
-    fail "cpu: --require-hashes install"
+    fail "static: pip --require-hashes installs $CPU_VARIANT (pip failed)"
 fi
-
-log "[cpu] pip install from pypiserver $PYPI/simple/"
-new_venv "$W/v-pypiserver"
-# pypiserver serves every variant in one project; the local label picks ours.
-if quiet_pip "$W/v-pypiserver" install "fusedops==$CPU_VERSION" --index-url "$PYPI/simple/"; then
-    smoke "cpu: pypiserver" "$W/v-pypiserver"
-else
-    fail "cpu: pypiserver install"
-fi
-
-# -- negative cases and the CUDA torch ------------------------------------
 
 if [[ -z $CUDA_WHEEL ]]; then
-    log "no CUDA wheel: negative cases skipped"
+    log "no CUDA wheel: negative cases and CUDA installs skipped"
 else
     log "[neg] $CUDA_VERSION into torch $CPU_TORCH; no index offers torch $CUDA_TORCH"
-    # No config: only our index, which has no torch, so pip must refuse on the
-    # torch pin rather than fetch a second torch.
-    out=$(
-        unset PIP_FIND_LINKS PIP_EXTRA_INDEX_URL PIP_INDEX_URL
-        export PIP_CONFIG_FILE=/dev/null
-        quiet_pip "$W/v-index" install "fusedops==$CUDA_VERSION" \
-            --index-url "$STATIC/$CUDA_VARIANT/simple" 2>&1
-    ) && rc=0 || rc=$?
+    # Only our index, which has no torch: pip must refuse on the torch pin
+    # rather than fetch a second torch.
+    out=$(pip_only /dev/null "$W/v-index" install "fusedops==$CUDA_VERSION" \
+        --index-url "$STATIC/$CUDA_VARIANT/simple" 2>&1) && rc=0 || rc=$?
     printf '%s\n' "$out" | tail -4 >&2
     if ((rc != 0)) && grep -q "torch==$CUDA_TORCH" <<<"$out" &&
         "$W/v-index/bin/python" -c "import fusedops" 2>/dev/null; then
@@ -286,28 +381,14 @@ else
     expect_import_error "neg: $CUDA_VARIANT on torch $CPU_TORCH fails at import" \
         "$W/v-index" "$CUDA_TORCH" "$CPU_TORCH"
 
-    if [[ ${E2E_SKIP_CUDA:-0} == 1 ]]; then
-        log "E2E_SKIP_CUDA=1: CUDA torch venv skipped"
-    else
-        new_venv "$W/v-cuda"
-        if [[ -n ${E2E_CUDA_VENV:-} ]]; then
-            # Borrow the caller's torch without writing into its venv.
-            site=$("$E2E_CUDA_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-            own=$("$W/v-cuda/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-            echo "$site" >"$own/_e2e_cuda_torch.pth"
-            log "[cuda] reusing torch from $E2E_CUDA_VENV"
-        else
-            # torch first, from pip's usual sources (its CUDA dependencies may
-            # only be on PyPI, which --index-url below would hide).
-            log "[cuda] creating a CUDA torch $CUDA_TORCH venv (large)"
-            quiet_pip "$W/v-cuda" install --quiet "torch==$CUDA_TORCH.*" ||
-                fail "cuda: installing torch $CUDA_TORCH"
-        fi
-        log "[cuda] pip install --index-url $STATIC/$CUDA_VARIANT/simple"
+    if ((CUDA)); then
+        log "[static/cuda] pip install --index-url $STATIC/$CUDA_VARIANT/simple"
+        torch_venv "$CUDA_TORCH_VENV" "$W/v-cuda"
         if quiet_pip "$W/v-cuda" install fusedops --index-url "$STATIC/$CUDA_VARIANT/simple"; then
-            smoke "cuda: --index-url on torch $CUDA_TORCH (no GPU needed to import)" "$W/v-cuda"
+            smoke "static: pip --index-url installs $CUDA_VARIANT on torch $CUDA_TORCH (no GPU needed)" \
+                "$W/v-cuda" "$CUDA_VERSION"
         else
-            fail "cuda: --index-url install"
+            fail "static: pip --index-url installs $CUDA_VARIANT (pip failed)"
         fi
         log "[neg] forced --no-deps install of $CPU_VERSION into torch $CUDA_TORCH"
         quiet_pip "$W/v-cuda" install --quiet --no-deps --force-reinstall "$CPU_WHEEL"
@@ -316,10 +397,221 @@ else
     fi
 fi
 
+# -- pypiserver behind a password file ------------------------------------
+
+log "pypiserver with a password file"
+USER_NAME=e2e
+# Random, and never on a command line: it goes to the htpasswd hash on stdin,
+# to the 0600 netrc file, and to twine through its environment.
+PW=$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')
+(
+    umask 077
+    "$W/tools/bin/python" -c '
+import sys, bcrypt
+user, out = sys.argv[1:3]
+hashed = bcrypt.hashpw(sys.stdin.readline().rstrip("\n").encode(), bcrypt.gensalt(rounds=10))
+with open(out, "w") as f:
+    f.write(f"{user}:{hashed.decode()}\n")  # what htpasswd -B writes
+' "$USER_NAME" "$W/htpasswd" <<<"$PW"
+    printf 'machine 127.0.0.1\nlogin %s\npassword %s\n' "$USER_NAME" "$PW" >"$W/netrc"
+    printf 'machine 127.0.0.1\nlogin %s\npassword %s\n' "$USER_NAME" "not-$PW-x" >"$W/netrc-wrong"
+    : >"$W/empty.pypirc"
+)
+NETRC_OK=$W/netrc
+NETRC_BAD=$W/netrc-wrong
+
+PYPI_PORT=$(free_port)
+PYPI="http://127.0.0.1:$PYPI_PORT"
+mkdir -p "$W/pypi-packages"
+# -a download,list,update: every request needs the password.
+# --disable-fallback: never redirect to PyPI. -v: log requests (grepped below).
+"$W/tools/bin/pypi-server" run -v -i 127.0.0.1 -p "$PYPI_PORT" \
+    -P "$W/htpasswd" -a download,list,update --disable-fallback \
+    "$W/pypi-packages" >"$W/pypiserver.log" 2>&1 &
+PIDS+=($!)
+wait_http "$PYPI/simple/"
+log "pypiserver at $PYPI"
+
+stored() { find "$W/pypi-packages" -name '*.whl' | wc -l; }
+WHEELS=("$CPU_WHEEL")
+[[ -z $CUDA_WHEEL ]] || WHEELS+=("$CUDA_WHEEL")
+
+twine_upload() { # twine with credentials only from the environment
+    local rc=0
+    PYTHON_KEYRING_BACKEND=keyring.backends.null.Keyring \
+        "$W/tools/bin/twine" upload --non-interactive --disable-progress-bar \
+        --config-file "$W/empty.pypirc" --repository-url "$PYPI/" "${WHEELS[@]}" \
+        >"$W/twine.out" 2>&1 || rc=$?
+    cat "$W/twine.out" >>"$W/twine.log"
+    cat "$W/twine.out" >&2
+    return "$rc"
+}
+
+log "[auth] upload without credentials"
+code=$(http_status POST "$PYPI/")
+if ((code == 401)) &&
+    ! (unset TWINE_USERNAME TWINE_PASSWORD && twine_upload) && (($(stored) == 0)); then
+    pass "auth: upload without credentials refused (POST / -> 401, twine fails, nothing stored)"
+else
+    fail "auth: upload without credentials refused (POST / -> $code, $(stored) stored)"
+fi
+
+log "[auth] upload with a wrong password"
+if ! TWINE_USERNAME=$USER_NAME TWINE_PASSWORD="not-$PW-x" twine_upload &&
+    grep -q '403' "$W/twine.out" && (($(stored) == 0)); then
+    pass "auth: upload with a wrong password refused (403, nothing stored)"
+else
+    fail "auth: upload with a wrong password refused ($(stored) stored)"
+fi
+
+log "[auth] upload with TWINE_USERNAME/TWINE_PASSWORD"
+if TWINE_USERNAME=$USER_NAME TWINE_PASSWORD=$PW twine_upload &&
+    (($(stored) == ${#WHEELS[@]})); then
+    pass "auth: twine upload with credentials from the environment stores ${#WHEELS[@]} wheel(s)"
+else
+    fail "auth: twine upload with credentials ($(stored) stored)"
+fi
+
+log "[auth] anonymous and wrong-password reads"
+code=$(http_status GET "$PYPI/simple/")
+if ((code == 401)); then
+    pass "auth: anonymous GET /simple/ refused (401)"
+else
+    fail "auth: anonymous GET /simple/ refused (got $code)"
+fi
+code=$(http_status GET "$PYPI/simple/fusedops/")
+ok=$(http_status GET "$PYPI/simple/fusedops/" "$NETRC_OK" "$W/listing.html")
+if ((code == 401 && ok == 200)) && grep -qF "${CPU_WHEEL##*/}" "$W/listing.html"; then
+    pass "auth: anonymous GET /simple/fusedops/ refused (401; 200 with the password)"
+else
+    fail "auth: anonymous GET /simple/fusedops/ refused (got $code; $ok with the password)"
+fi
+WHEEL_URL="$PYPI/packages/$(basename "$CPU_WHEEL" | sed 's/+/%2B/g')"
+code=$(http_status GET "$WHEEL_URL")
+ok=$(http_status GET "$WHEEL_URL" "$NETRC_OK" "$W/download.whl")
+if ((code == 401 && ok == 200)) && [[ $(sha256 "$W/download.whl") == "$(sha256 "$CPU_WHEEL")" ]]; then
+    pass "auth: anonymous wheel download refused (401; the same file with the password)"
+else
+    fail "auth: anonymous wheel download refused (got $code; $ok with the password)"
+fi
+code=$(http_status GET "$PYPI/simple/fusedops/" "$NETRC_BAD")
+code2=$(http_status GET "$WHEEL_URL" "$NETRC_BAD")
+if [[ $code == 40[13] && $code2 == 40[13] ]]; then
+    pass "auth: wrong password refused for listing and download ($code, $code2)"
+else
+    fail "auth: wrong password refused for listing and download (got $code, $code2)"
+fi
+
+log "[auth] pip install with a wrong password in netrc"
+torch_venv "$CPU_TORCH_VENV" "$W/v-pip"
+# -vv: pip names the refused request only at debug level.
+out=$(pip_only "$NETRC_BAD" "$W/v-pip" install -vv fusedops --index-url "$PYPI/simple/" 2>&1) && rc=0 || rc=$?
+grep -E 'netrc|40[13] Client Error|^ERROR' <<<"$out" >&2 || true
+if ((rc != 0)) && grep -q 'Found credentials in netrc' <<<"$out" &&
+    grep -qE '40[13] Client Error' <<<"$out" && ! has_fusedops "$W/v-pip"; then
+    pass "auth: pip with a wrong netrc password is refused"
+else
+    fail "auth: pip with a wrong netrc password is refused (rc=$rc)"
+fi
+
+# The netrc file is the only source of credentials below; --index-url is
+# our server and nothing else (no extra index: dependency confusion), and
+# the requirement is plain "fusedops": the torch pin of each variant, against
+# the torch installed, picks the wheel.
+[[ $(stat -c %a "$NETRC_OK") == 600 ]] || die "$NETRC_OK is not 0600"
+
+log "[auth] pip + netrc, torch $CPU_TORCH"
+if pip_only "$NETRC_OK" "$W/v-pip" install fusedops --index-url "$PYPI/simple/"; then
+    smoke "auth: pip (netrc, --index-url only) installs $CPU_VARIANT for torch $CPU_TORCH" "$W/v-pip" "$CPU_VERSION"
+else
+    fail "auth: pip (netrc, --index-url only) installs $CPU_VARIANT (pip failed)"
+fi
+if ((CUDA)); then
+    log "[auth] pip + netrc, torch $CUDA_TORCH"
+    torch_venv "$CUDA_TORCH_VENV" "$W/v-pip-cuda"
+    if pip_only "$NETRC_OK" "$W/v-pip-cuda" install fusedops --index-url "$PYPI/simple/"; then
+        smoke "auth: pip (netrc, --index-url only) installs $CUDA_VARIANT for torch $CUDA_TORCH" \
+            "$W/v-pip-cuda" "$CUDA_VERSION"
+    else
+        fail "auth: pip (netrc, --index-url only) installs $CUDA_VARIANT (pip failed)"
+    fi
+fi
+
+log "[auth] uv with a wrong password in netrc"
+torch_venv "$CPU_TORCH_VENV" "$W/v-uv"
+if ! uv_only "$NETRC_BAD" "$W/v-uv" fusedops --default-index "$PYPI/simple/" &&
+    grep -qE '40[13]' "$W/uv.out" && ! has_fusedops "$W/v-uv"; then
+    pass "auth: uv with a wrong netrc password is refused"
+else
+    fail "auth: uv with a wrong netrc password is refused"
+fi
+
+# uv keeps the installed torch (it satisfies torch==X.Y.*), so no --no-deps.
+log "[auth] uv + netrc, torch $CPU_TORCH"
+if uv_only "$NETRC_OK" "$W/v-uv" fusedops --default-index "$PYPI/simple/" &&
+    ! grep -qE '^ [-+] torch' "$W/uv.out"; then
+    smoke "auth: uv (netrc, --default-index only) installs $CPU_VARIANT for torch $CPU_TORCH" "$W/v-uv" "$CPU_VERSION"
+else
+    fail "auth: uv (netrc, --default-index only) installs $CPU_VARIANT (uv failed or touched torch)"
+fi
+if ((CUDA)); then
+    log "[auth] uv + netrc, torch $CUDA_TORCH"
+    torch_venv "$CUDA_TORCH_VENV" "$W/v-uv-cuda"
+    if uv_only "$NETRC_OK" "$W/v-uv-cuda" fusedops --default-index "$PYPI/simple/" &&
+        ! grep -qE '^ [-+] torch' "$W/uv.out"; then
+        smoke "auth: uv (netrc, --default-index only) installs $CUDA_VARIANT for torch $CUDA_TORCH" \
+            "$W/v-uv-cuda" "$CUDA_VERSION"
+    else
+        fail "auth: uv (netrc, --default-index only) installs $CUDA_VARIANT (uv failed or touched torch)"
+    fi
+fi
+
+log "[auth] pip --require-hashes"
+torch_venv "$CPU_TORCH_VENV" "$W/v-hashes"
+# requirements.txt (above) pins the original CPU wheel's sha256.
+if pip_only "$NETRC_OK" "$W/v-hashes" install --require-hashes -r "$W/requirements.txt" \
+    --index-url "$PYPI/simple/"; then
+    smoke "auth: pip --require-hashes installs $CPU_VARIANT" "$W/v-hashes" "$CPU_VERSION"
+else
+    fail "auth: pip --require-hashes installs $CPU_VARIANT (pip failed)"
+fi
+
+log "[auth] a tampered wheel under the original name"
+# A valid wheel with one changed line: only its hash gives it away.
+stored_cpu=$W/pypi-packages/${CPU_WHEEL##*/}
+python3 - "$CPU_WHEEL" "$stored_cpu.tmp" <<'EOF'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as dst:
+    for info in src.infolist():
+        data = src.read(info)
+        if info.filename == "fusedops/__init__.py":
+            data += b"\nTAMPERED = True\n"
+        dst.writestr(info, data)
+EOF
+mv -f "$stored_cpu.tmp" "$stored_cpu"
+torch_venv "$CPU_TORCH_VENV" "$W/v-tampered"
+served=$(http_status GET "$WHEEL_URL" "$NETRC_OK" "$W/download.whl")
+out=$(pip_only "$NETRC_OK" "$W/v-tampered" install --no-cache-dir --require-hashes \
+    -r "$W/requirements.txt" --index-url "$PYPI/simple/" 2>&1) && rc=0 || rc=$?
+if ((served == 200)) && [[ $(sha256 "$W/download.whl") == "$(sha256 "$stored_cpu")" ]] &&
+    ((rc != 0)) && grep -q 'DO NOT MATCH THE HASHES' <<<"$out" &&
+    grep -qF "$(sha256 "$stored_cpu")" <<<"$out" && ! has_fusedops "$W/v-tampered"; then
+    pass "auth: a tampered wheel served under the original name fails --require-hashes"
+else
+    fail "auth: a tampered wheel fails --require-hashes (served=$served rc=$rc)"
+fi
+
+log "[auth] the password in logs"
+leaks=$(grep -lF -- "$PW" "$W"/*.log "$W"/*.out "$W"/*.html 2>/dev/null || true)
+if [[ -z $leaks ]] && [[ $(stat -c %a "$NETRC_OK") == 600 ]]; then
+    pass "auth: the password appears in no log or output of this run (netrc 0600)"
+else
+    fail "auth: the password leaked into: ${leaks:-<none>} (netrc mode $(stat -c %a "$NETRC_OK"))"
+fi
+
 # -- summary --------------------------------------------------------------
 
 printf '\n[e2e] summary\n' >&2
-for t in "${PASSED[@]}"; do printf '  PASS  %s\n' "$t" >&2; done
-for t in "${FAILED[@]}"; do printf '  FAIL  %s\n' "$t" >&2; done
-echo "e2e_index_test: ${#PASSED[@]} passed, ${#FAILED[@]} failed"
-((${#FAILED[@]} == 0))
+for line in "${RESULTS[@]}"; do printf '  %s\n' "$line" >&2; done
+echo "e2e_index_test: $NPASS passed, $NFAIL failed"
+((NFAIL == 0))
