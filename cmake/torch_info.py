@@ -56,6 +56,7 @@ except RuntimeError as error:  # FUSEDOPS_CUDA=ON that cannot be honoured
 values["FUSEDOPS_CUDA_BUILD"] = "ON" if cuda.build else "OFF"
 values["FUSEDOPS_CUDA_REASON"] = cuda.reason.replace('"', "'")
 values["FUSEDOPS_NVCC"] = cmake_path(cuda.nvcc or "")
+values["FUSEDOPS_NVCC_VERSION"] = cuda.nvcc_version or ""
 values["FUSEDOPS_CUDA_INCLUDE_DIRS"] = ";".join(cmake_path(p) for p in cuda.include_dirs)
 values["FUSEDOPS_CUBLASLT_LIBRARY"] = cmake_path(cuda.cublaslt or "")
 values["FUSEDOPS_CUDART_LIBRARY"] = cmake_path(cuda.cudart or "")

@@ -9,33 +9,46 @@ import torch
 
 import fusedops
 from fusedops import _loader
-from fusedops._variant import variant_tag
+from fusedops._variant import variant_for
 
-BUILD = {"version": "0.1.0+pt214cu130", "torch": "2.14.1+cu130", "torch_cuda": "13.0"}
-
-
-def test_matching_environment_is_accepted():
-    assert _loader.mismatch(BUILD, "2.14.0+cu130", "13.0") is None
-    assert _loader.mismatch({**BUILD, "torch_cuda": None}, "2.14.1+cu130", "13.0") is None
+CU13 = {"version": "0.2.0+cu13", "variant": "cu13", "abi_target": "2.10", "cuda": "13.0",
+        "index_url": "https://example.test/whl"}
+CU12 = {**CU13, "version": "0.2.0+cu12", "variant": "cu12", "cuda": "12.4"}
+CPU = {**CU13, "version": "0.2.0+cpu", "variant": "cpu", "cuda": None}
 
 
-@pytest.mark.parametrize(
-    "torch_version, cuda, expected",
-    [
-        ("2.13.0+cu130", "13.0",
-         ["torch 2.14.1+cu130 (this environment has torch 2.13.0+cu130)", "pt213cu130"]),
-        ("2.14.1+cu128", "12.8", ["CUDA 13.0 (this environment has CUDA 12.8)", "pt214cu128"]),
-        ("2.14.1+cpu", None, ["CUDA 13.0 (this environment has a CPU-only torch)", "pt214cpu"]),
-    ],
-)
-def test_mismatch_message_names_both_and_the_fix(torch_version, cuda, expected):
-    message = _loader.mismatch(BUILD, torch_version, cuda)
-    assert message.startswith("fusedops 0.1.0+pt214cu130 was built for ")
-    for text in expected:
-        assert text in message
-    needed = variant_tag(torch_version, cuda)
-    assert f'pip install "fusedops==0.1.0+{needed}" --index-url ' in message
-    assert message.rstrip().endswith(f"/{needed}/simple")
+@pytest.mark.parametrize("build, torch_version, cuda", [
+    (CU13, "2.14.1+cu130", "13.0"), (CU13, "2.15.0+cu132", "13.2"), (CU13, "2.10.0", "13.0"),
+    (CU12, "2.10.0+cu128", "12.8"), (CU12, "2.12.1+cu126", "12.6"), (CU12, "2.13.0", "12.4"),
+    (CPU, "2.10.0+cpu", None), (CPU, "2.14.1+cu130", "13.0"), (CPU, "2.15.0", "13.2"),
+])
+def test_one_binary_serves_every_torch_from_its_abi_target(build, torch_version, cuda):
+    assert _loader.mismatch(build, torch_version, cuda) is None
+    assert all(rule.ok for rule in _loader.rules(build, torch_version, cuda))
+
+
+@pytest.mark.parametrize("build, torch_version, cuda, expected, fix", [
+    (CU13, "2.9.1+cu130", "13.0",
+     "torch version: the binary uses torch's stable ABI of 2.10, which torch 2.9.1+cu130 predates",
+     'pip install "torch>=2.10"'),
+    (CU13, "2.10.0+cu128", "12.8", "CUDA major: built with CUDA 13.0, torch has CUDA 12.8",
+     'pip install "fusedops==0.2.0+cu12" --index-url https://example.test/whl/cu12/simple'),
+    (CU12, "2.15.0+cu132", "13.2", "CUDA major: built with CUDA 12.4, torch has CUDA 13.2",
+     'pip install "fusedops==0.2.0+cu13" --index-url https://example.test/whl/cu13/simple'),
+    (CU12, "2.10.0+cu121", "12.1", "CUDA runtime: torch's CUDA runtime 12.1 is older than the build's 12.4",
+     'pip install "fusedops==0.2.0+cu12"'),
+    (CU13, "2.14.1+cpu", None, "CUDA major: the binary needs CUDA 13, this torch 2.14.1+cpu is a CPU build",
+     'pip install "fusedops==0.2.0+cpu" --index-url https://example.test/whl/cpu/simple'),
+])
+def test_mismatch_names_both_sides_and_the_fix(build, torch_version, cuda, expected, fix):
+    message = _loader.mismatch(build, torch_version, cuda)
+    assert message.startswith(f"fusedops {build['version']} cannot run with torch {torch_version}: ")
+    assert expected in message
+    assert message.rstrip().splitlines()[-1].strip().startswith(fix)
+
+
+def test_variant_for_each_torch():
+    assert [variant_for(c) for c in (None, "12.8", "13.0", "13.2")] == ["cpu", "cu12", "cu13", "cu13"]
 
 
 def _run(code, *args):
@@ -45,32 +58,32 @@ def _run(code, *args):
 
 def test_import_with_another_torch_raises_import_error():
     # The real import path, with torch pretending to be a release we were not built for.
-    result = _run("import torch; torch.__version__ = '2.99.0'\n"
+    result = _run("import torch; torch.__version__ = '2.9.1'\n"
                   "try:\n    import fusedops\nexcept ImportError as e:\n    print('IMPORTERROR', e)")
     assert result.returncode == 0, result.stderr
     assert "IMPORTERROR fusedops " in result.stdout
-    assert "this environment has torch 2.99.0" in result.stdout
-    assert "--index-url" in result.stdout and "undefined symbol" not in result.stdout
+    assert "which torch 2.9.1 predates" in result.stdout
+    assert 'pip install "torch>=2.10"' in result.stdout and "undefined symbol" not in result.stdout
 
 
 def test_info_reports_mismatch_instead_of_failing(tmp_path):
     # `python -m fusedops info` must still explain what to install.
     script = tmp_path / "run_info.py"
-    script.write_text("import runpy, sys, torch\ntorch.__version__ = '2.99.0'\nsys.argv = ['-m']\n"
+    script.write_text("import runpy, sys, torch\ntorch.__version__ = '2.9.1'\nsys.argv = ['-m']\n"
                       "import fusedops\nsys.argv = ['fusedops', 'info']\n"
                       "runpy.run_module('fusedops', run_name='__main__')\n")
     result = _run(None, str(script))
     assert result.returncode == 1
-    assert "MISMATCH: fusedops" in result.stdout and "needed variant   pt299" in result.stdout
+    assert "MISMATCH: fusedops" in result.stdout
+    assert "  torch version  NO: the binary uses torch's stable ABI of 2.10" in result.stdout
 
 
 def test_build_info_describes_this_binary():
     info = fusedops.build_info()
-    assert info["version"] == fusedops.__version__
-    assert info["torch"].split(".")[:2] == torch.__version__.split(".")[:2]
+    assert info["version"] == fusedops.__version__ and info["version"].endswith("+" + info["variant"])
+    assert info["abi_target"] == "2.10" and info["index_url"].startswith("http")
     assert info["build_type"] and info["compiler"]
-    if info["torch_cuda"]:
-        assert info["cuda_archs"]
+    assert bool(info["cuda_archs"]) == bool(info["cuda"]) == (info["variant"] != "cpu")
 
 
 def test_cpu_kernels_run_on_torchs_intra_op_threads():

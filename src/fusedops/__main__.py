@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import fusedops
 from fusedops import _loader
-from fusedops._variant import install_command, variant_tag
+from fusedops._variant import install_command, variant_for
 
 
 def arch_support(archs: str, capability: tuple[int, int]) -> str | None:
@@ -34,42 +34,48 @@ def arch_support(archs: str, capability: tuple[int, int]) -> str | None:
 
 def info() -> int:
     build = fusedops.build_info()
-    needed = variant_tag(torch.__version__, torch.version.cuda)
-    problem = _loader.mismatch(build, torch.__version__, torch.version.cuda)
+    needed = variant_for(torch.version.cuda)
     print(f"fusedops {build['version']}")
     print("built for")
-    print(f"  torch          {build['torch']}")
-    print(f"  CUDA           {build['torch_cuda'] or 'none (CPU-only build)'}")
-    print(f"  CUDA kernels   {build.get('cuda_kernels') or ('built' if build['cuda'] else 'not built')}")
+    print(f"  variant        {build['variant']} (one wheel per CUDA major serves every torch >= "
+          f"{build['abi_target']}: it uses torch's stable ABI)")
+    print(f"  built against  torch {build['torch']}, CUDA {build['cuda'] or 'none'}")
+    print(f"  CUDA kernels   {build['cuda_kernels']}")
     print(f"  CUDA archs     {build['cuda_archs'] or '-'}")
     compilers = ", ".join(c for c in (build["compiler"], build["cuda_compiler"]) if c)
     print(f"  compilers      {compilers}")
     print(f"  build type     {build['build_type']}")
+    print(f"  index          {build['index_url']}")
     print("this environment")
     print(f"  Python         {platform.python_version()} ({sys.executable})")
     print(f"  torch          {torch.__version__}")
     print(f"  CUDA (torch)   {torch.version.cuda or 'none'}")
-    parallel = None if fusedops.load_error else getattr(fusedops._C, "intra_op_parallel", None)
-    if parallel is not None:
-        threads = torch.get_num_threads() if parallel else 1
-        print(f"  CPU kernels    on {threads} thread{'s' if threads > 1 else ''}")
-    ok = problem is None
+    print(f"  CPU threads    {torch.get_num_threads()} (torch's intra-op pool, which the CPU kernels use)")
+    gpus_ok = True
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
             capability = torch.cuda.get_device_capability(index)
             support = arch_support(build["cuda_archs"], capability) if build["cuda_archs"] else None
             name = f"{torch.cuda.get_device_name(index)}, sm_{capability[0]}{capability[1]}"
             print(f"  GPU {index}          {name}: {support or 'NOT SUPPORTED by this build'}")
-            ok = ok and (support is not None or not build["torch_cuda"])
+            gpus_ok = gpus_ok and (support is not None or build["variant"] == "cpu")
     else:
         print("  GPU            none visible")
+    print("can it run here")
+    for rule in _loader.rules(build, torch.__version__, torch.version.cuda):
+        print(f"  {rule.name:14} {'ok' if rule.ok else 'NO'}: {rule.reason}")
     print(f"needed variant   {needed}")
-    print(f"install command  {install_command(build['version'].split('+')[0], needed)}")
+    print(f"install command  {install_command(build['version'].split('+')[0], needed, build['index_url'])}")
+    problem = _loader.mismatch(build, torch.__version__, torch.version.cuda)
+    ok = problem is None and gpus_ok
     if problem:
         print(f"\nMISMATCH: {problem}")
     elif fusedops.load_error:
         print(f"\nLOAD ERROR: {fusedops.load_error}")
         ok = False
+    elif needed != build["variant"]:
+        print(f"\nNOTE: this {build['variant']} wheel runs here, but CUDA tensors need the {needed} wheel "
+              "(the install command above)")
     print("\nstatus           " + ("OK" if ok else "NOT USABLE"))
     return 0 if ok else 1
 

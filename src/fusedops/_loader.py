@@ -1,19 +1,20 @@
-"""Loads the compiled library, after checking it was built for this torch.
+"""Loads the compiled library, after checking that it can run here.
 
-A wheel built for another torch or CUDA would fail deep inside the dynamic
-loader ("undefined symbol ...") or, worse, load and misbehave. The build facts
-in _build_info.py (written by CMake) are compared with the running torch first,
-so the user gets an ImportError that names both and the command that fixes it.
+A binary that cannot run would fail deep inside the dynamic loader
+("undefined symbol ...", "libcudart.so.12: cannot open shared object file") or,
+worse, load and misbehave. The build facts in _build_info.py (written by CMake)
+are checked against the running torch first, rule by rule (`rules`), so the user
+gets an ImportError that names both sides and the command that fixes it.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
-from ._variant import install_command, torch_major_minor, variant_tag
+from ._variant import install_command, major_minor, variant_for
 
 
 def built_for() -> dict[str, Any]:
@@ -22,23 +23,54 @@ def built_for() -> dict[str, Any]:
     return dict(BUILD_INFO)
 
 
+class Rule(NamedTuple):
+    name: str
+    ok: bool
+    reason: str  # why it holds, or what is wrong (naming both sides)
+
+
+def rules(build: dict[str, Any], torch_version: str, torch_cuda: str | None) -> list[Rule]:
+    """Each condition under which this binary runs with this torch, with its verdict."""
+    target = build["abi_target"]
+    found = []
+    newer = major_minor(torch_version) >= major_minor(target)
+    found.append(Rule("torch version", newer,
+                      f"the binary uses torch's stable ABI of {target}, which torch {torch_version} "
+                      + ("provides" if newer else "predates")))
+    variant = build["variant"]
+    if variant == "cpu":
+        found.append(Rule("CUDA", True, "a CPU wheel runs under any torch"
+                          + (f" (CUDA tensors need the {variant_for(torch_cuda)} wheel)" if torch_cuda else "")))
+        return found
+    built = build["cuda"]
+    if not torch_cuda:
+        found.append(Rule("CUDA major", False,
+                          f"the binary needs CUDA {major_minor(built)[0]}, this torch {torch_version} is a CPU build"))
+        return found
+    same_major = major_minor(torch_cuda)[0] == major_minor(built)[0]
+    found.append(Rule("CUDA major", same_major,
+                      f"built with CUDA {built}, torch has CUDA {torch_cuda}"))
+    if same_major:
+        newer_runtime = major_minor(torch_cuda) >= major_minor(built)
+        found.append(Rule("CUDA runtime", newer_runtime,
+                          f"torch's CUDA runtime {torch_cuda} is "
+                          + ("at least" if newer_runtime else "older than") + f" the build's {built}"))
+    return found
+
+
 def mismatch(build: dict[str, Any], torch_version: str, torch_cuda: str | None) -> str | None:
-    """Why a binary built as `build` cannot run with this torch, or None if it can."""
-    problems = []
-    if torch_major_minor(build["torch"]) != torch_major_minor(torch_version):
-        problems.append(f"torch {build['torch']} (this environment has torch {torch_version})")
-    if build["torch_cuda"] and torch_cuda != build["torch_cuda"]:
-        have = f"CUDA {torch_cuda}" if torch_cuda else "a CPU-only torch"
-        problems.append(f"CUDA {build['torch_cuda']} (this environment has {have})")
-    if not problems:
+    """Why this binary cannot run with this torch (each failed rule), and how to fix it; None if it can."""
+    failed = [rule for rule in rules(build, torch_version, torch_cuda) if not rule.ok]
+    if not failed:
         return None
     base_version = build["version"].split("+")[0]
-    needed = variant_tag(torch_version, torch_cuda)
-    return (
-        f"fusedops {build['version']} was built for {' and '.join(problems)}. "
-        f"Install the fusedops wheel built for this environment ({needed}):\n"
-        f"    {install_command(base_version, needed)}"
-    )
+    why = "; ".join(f"{rule.name}: {rule.reason}" for rule in failed)
+    if any(rule.name == "torch version" for rule in failed):
+        fix = f'pip install "torch>={build["abi_target"]}"   # fusedops {base_version} needs it'
+    else:
+        fix = install_command(base_version, variant_for(torch_cuda), build["index_url"])
+    return (f"fusedops {build['version']} cannot run with torch {torch_version}: {why}. "
+            f"Install what this environment needs:\n    {fix}")
 
 
 def load() -> None:
@@ -46,18 +78,16 @@ def load() -> None:
     try:
         build = built_for()
     except ImportError as error:
-        raise ImportError(
-            "fusedops: the package is incomplete (no _build_info); reinstall it"
-        ) from error
+        raise ImportError("fusedops: the package is incomplete (no _build_info); reinstall it") from error
     problem = mismatch(build, torch.__version__, torch.version.cuda)
     if problem:
         raise ImportError(problem)
     try:
         importlib.import_module("fusedops._C")
     except ImportError as error:  # OSError from the loader arrives as ImportError
-        needed = variant_tag(torch.__version__, torch.version.cuda)
+        needed = variant_for(torch.version.cuda)
         raise ImportError(
             f"fusedops {build['version']}: its compiled library failed to load ({error}). "
-            f"Reinstall the wheel built for this environment ({needed}):\n"
-            f"    {install_command(build['version'].split('+')[0], needed)}"
+            f"Reinstall the wheel this environment needs ({needed}):\n"
+            f"    {install_command(build['version'].split('+')[0], needed, build['index_url'])}"
         ) from error

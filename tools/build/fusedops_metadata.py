@@ -1,11 +1,11 @@
 """scikit-build-core dynamic-metadata provider: the wheel's variant identity.
 
-The version becomes `<base-version>+pt{major}{minor}cu{cuda}` (or `...cpu`) and
-the dependencies pin `torch=={major}.{minor}.*`, both taken from the torch that
-the build runs against, so pip refuses a wrong combination before anything
-loads. Whether the CUDA kernels are built is cuda_probe.decide_for_build()'s
-answer, which CMakeLists.txt asks again and follows, so that the label and the
-binary can never disagree.
+The version becomes `<base-version>+cu{major}` (the CUDA major of nvcc) or
+`<base-version>+cpu`, and the wheel requires `torch>=<ABI target>`: the binary
+is built on torch's stable ABI, so one wheel per CUDA major serves every torch
+from that release on. Whether the CUDA kernels are built is
+cuda_probe.decide_for_build()'s answer, which CMakeLists.txt asks again and
+follows, so that the label and the binary can never disagree.
 """
 
 from __future__ import annotations
@@ -30,15 +30,12 @@ def _load_by_path(name: str, path: Path) -> Any:
 
 
 def dynamic_metadata(settings: Mapping[str, Any], project: Mapping[str, Any]) -> dict[str, Any]:
-    import torch
-
     variant = _load_by_path("_fusedops_variant", _ROOT / "src" / "fusedops" / "_variant.py")
     probe = _load_by_path("_fusedops_cuda_probe", _ROOT / "tools" / "build" / "cuda_probe.py")
     decision = probe.decide_for_build()
     print(f"fusedops: CUDA kernels {decision.reason}", file=sys.stderr)
-    cuda = torch.version.cuda if decision.build else None
-    major, minor = variant.torch_major_minor(torch.__version__)
+    tag = variant.variant_for(decision.nvcc_version if decision.build else None)
     return {
-        "version": f"{settings['base-version']}+{variant.variant_tag(torch.__version__, cuda)}",
-        "dependencies": [f"torch=={major}.{minor}.*"],
+        "version": f"{settings['base-version']}+{tag}",
+        "dependencies": [f"torch>={settings['abi-target']}"],
     }
