@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import _checks
+from .. import _autograd, _checks
 
 _add = torch.ops.fusedops.add.default
 _add_nograd = torch.ops.fusedops._add_nograd.default
@@ -18,7 +18,7 @@ def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     Gradients flow to both inputs, reduced to each input's shape.
     """
-    return _add(a, b) if _checks.needs_autograd("add", a, b) else _add_nograd(a, b)
+    return _Add.apply(a, b) if _checks.needs_autograd("add", a, b) else _add_nograd(a, b)
 
 
 def _shape(a, b):
@@ -45,3 +45,4 @@ def _backward(ctx, grad):
 
 
 torch.library.register_autograd("fusedops::add", _backward, setup_context=_setup_context)
+_Add = _autograd.function("_Add", _add_nograd, _setup_context, _backward)

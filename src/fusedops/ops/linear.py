@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import _checks
+from .. import _autograd, _checks
 
 _linear = torch.ops.fusedops.linear.default
 _linear_nograd = torch.ops.fusedops._linear_nograd.default
@@ -45,7 +45,7 @@ def linear(
         math = 0
     # Positional arguments: keyword parsing costs about 1 us a call.
     if _checks.needs_autograd("linear", x, weight, bias):
-        return _linear_forward(x, weight, bias, activation, min, max, math)[0]
+        return _LinearForward.apply(x, weight, bias, activation, min, max, math)[0]
     return _linear_nograd(x, weight, bias, activation, min, max, math)
 
 
@@ -192,7 +192,7 @@ def _grads(ctx, grad):
         x, weight, saved = ctx.saved_tensors
     empty = grad.new_empty(0)
     pick = [empty if t is None else t for t in (x, weight, saved)]
-    grads = _linear_backward(grad, *pick, *ctx.epilogue, mask, math)
+    grads = _autograd.call_backward_op(_linear_backward, grad, *pick, *ctx.epilogue, mask, math)
     return tuple(g if needed else None for g, needed in zip(grads, mask, strict=True))
 
 
@@ -222,7 +222,8 @@ def _no_double_backward(ctx, *grads):
                        "itself differentiable); use F.linear and torch ops where higher-order gradients are needed")
 
 
-torch.library.register_autograd("fusedops::_linear_forward", _backward_forward, setup_context=_setup_forward)
+# What fusedops.linear runs when a gradient is needed (see _autograd.py).
+_LinearForward = _autograd.function("_LinearForward", _linear_forward, _setup_forward, _backward_forward)
 torch.library.register_autograd("fusedops::linear", _backward_linear, setup_context=_setup_linear)
 torch.library.register_autograd("fusedops::_linear_backward", _no_double_backward,
                                 setup_context=lambda ctx, inputs, output: None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import _checks
+from .. import _autograd, _checks
 
 OP = "scale_bias_clamp"
 _sbc = torch.ops.fusedops.scale_bias_clamp.default
@@ -46,8 +46,8 @@ def scale_bias_clamp(x: torch.Tensor, scale: torch.Tensor | float, bias: torch.T
     """
     scale_t, scale_v = _number_or_tensor("scale", scale)
     bias_t, bias_v = _number_or_tensor("bias", bias)
-    op = _sbc if _checks.needs_autograd(OP, x, scale_t, bias_t) else _sbc_nograd
-    return op(x, scale_t, bias_t, scale_v, bias_v, _bound("min", min), _bound("max", max))
+    args = (x, scale_t, bias_t, scale_v, bias_v, _bound("min", min), _bound("max", max))
+    return _ScaleBiasClamp.apply(*args) if _checks.needs_autograd(OP, x, scale_t, bias_t) else _sbc_nograd(*args)
 
 
 def _check(x, scale, bias):
@@ -104,7 +104,7 @@ def _backward(ctx, grad):
     # The kernel recomputes x * scale + bias (and the clamp mask) from x
     # instead of saving the output.
     needed = ctx.needs_input_grad[:3]
-    grads = _sbc_backward(grad, *ctx.saved_tensors, *ctx.numbers, list(needed))
+    grads = _autograd.call_backward_op(_sbc_backward, grad, *ctx.saved_tensors, *ctx.numbers, list(needed))
     return (*(g if need else None for g, need in zip(grads, needed, strict=True)), None, None, None, None)
 
 
@@ -116,3 +116,4 @@ torch.library.register_autograd("fusedops::scale_bias_clamp", _backward, setup_c
 # The backward op is not differentiable: a double backward fails loudly
 # instead of giving wrong gradients.
 torch.library.register_autograd("fusedops::_scale_bias_clamp_backward", _no_double_backward)
+_ScaleBiasClamp = _autograd.function("_ScaleBiasClamp", _sbc_nograd, _setup_context, _backward)

@@ -1,0 +1,42 @@
+"""The autograd path of the public functions.
+
+Each op registers its autograd on its torch.ops op with
+torch.library.register_autograd, which is what a direct torch.ops call and
+torch.library.opcheck use. That path costs tens of microseconds of Python per
+call (the dispatcher calls a Python kernel, which fills in the schema's
+defaults and re-dispatches), which bounds mid-size training steps by the host.
+The public functions therefore call `apply`: an autograd.Function around the
+op's `_nograd` twin, with the same context set-up and backward formula.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+
+def function(name: str, forward: Callable, setup_context: Callable, backward: Callable) -> type:
+    """An autograd.Function that runs the no-autograd op `forward`, then
+    `setup_context(ctx, inputs, output)`, with `backward(ctx, *grads)`."""
+
+    def forward_with_context(ctx, *inputs):
+        output = forward(*inputs)
+        setup_context(ctx, inputs, output)
+        return output
+
+    return type(name, (torch.autograd.Function,), {
+        "forward": staticmethod(forward_with_context),
+        "backward": staticmethod(backward),
+    })
+
+
+def call_backward_op(op, *args):
+    """A compiled backward op, whose own autograd only refuses a double
+    backward: skipped (it is a Python kernel) unless a graph of the gradient is
+    being built (create_graph=True). torch.compile traces the plain call (its
+    graphs have no per-call Python cost)."""
+    if torch.is_grad_enabled() or torch.compiler.is_compiling():
+        return op(*args)
+    with torch._C._AutoDispatchBelowAutograd():
+        return op(*args)
