@@ -33,6 +33,7 @@ def case(row: dict) -> str:
 
 def run_bench(site: str, out: Path, bench_args: list[str]) -> dict:
     env = dict(os.environ, PYTHONPATH=site + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = out.resolve()
     subprocess.run([sys.executable, "-m", "fusedops", "bench", "--json", str(out), *bench_args],
                    env=env, check=True, cwd=out.parent)
     return json.loads(out.read_text())

@@ -44,7 +44,7 @@ void add_kernel(const StridedLayout<3>& layout, int64_t numel, T* out, const T* 
 }
 
 Tensor add_cpu(const Tensor& a, const Tensor& b) {
-  Tensor out = torch::stable::new_empty(a, add_output_shape(a, b));
+  Tensor out = empty(a, add_output_shape(a, b));
   if (out.numel() == 0) return out;
   Tensor x = a, y = b;
   const auto layout = elementwise_layout<3>(out, {&x, &y});

@@ -9,7 +9,7 @@ namespace fusedops {
 Tensor add_cuda(const Tensor& a, const Tensor& b) {
   const std::vector<int64_t> shape = add_output_shape(a, b);
   const torch::stable::accelerator::DeviceGuard guard(a.get_device_index());
-  Tensor out = torch::stable::new_empty(a, shape);
+  Tensor out = empty(a, shape);
   if (out.numel() == 0) return out;
   Tensor x = a, y = b;
   const auto layout = elementwise_layout<3>(out, {&x, &y});

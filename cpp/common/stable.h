@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
@@ -99,6 +100,32 @@ inline void check_same_dtype_device(const char* op, const char* name_a, const Te
                  " must be on the same device as ", name_a, " (", device_name(a), "), got ", device_name(b));
 }
 
+// A contiguous tensor of `sizes` on `like`'s device, of `like`'s dtype unless
+// given. torch's empty_strided called through the C shim: torch::stable's
+// new_empty goes through the dispatcher, a microsecond or two a call that
+// small calls notice.
+inline Tensor empty(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef sizes,
+                    std::optional<ScalarType> dtype = std::nullopt) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t stride = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(sizes[d], 1);
+  }
+  int32_t device_type = 0, device_index = 0, dtype_code = 0;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
+  if (dtype.has_value()) {
+    dtype_code = static_cast<int32_t>(*dtype);  // the shim's dtype codes are torch's ScalarType values
+  } else {
+    TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(like.get(), &dtype_code));
+  }
+  AtenTensorHandle handle = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(), strides.data(),
+                                                  dtype_code, device_type, device_index, &handle));
+  return Tensor(handle);
+}
+
 // torch.broadcast_shapes with an error naming both arguments.
 inline std::vector<int64_t> broadcast_shape(const char* op, const char* name_a, const Tensor& a,
                                             const char* name_b, const Tensor& b) {
@@ -133,7 +160,7 @@ StridedLayout<N> elementwise_layout(const Tensor& out, std::array<Tensor*, N - 1
   StridedLayout<N> layout;
   if (!coalesce<N>(ndim, out.sizes().data(), strides, layout)) {
     for (Tensor* t : inputs) {
-      Tensor dense = torch::stable::new_empty(*t, out.sizes());
+      Tensor dense = empty(*t, out.sizes());
       torch::stable::copy_(dense, *t);
       *t = dense;
     }

@@ -170,11 +170,11 @@ Tensor linear_cpu_impl(const Tensor& x, const Tensor& weight, const OptTensor& b
                        Tensor* aux) {
   const std::vector<int64_t> shape = linear_output_shape(x, weight, bias);
   const int64_t M = leading_rows(x), N = weight.size(0);
-  Tensor z = torch::stable::new_empty(x, {M, N});
+  Tensor z = empty(x, {M, N});
   mm_cpu(z, as_matrix(x), transpose2d(weight), bias);
   Tensor out = z;
   if (aux != nullptr && e.needs_aux()) {
-    out = torch::stable::new_empty(z, {M, N});
+    out = empty(z, {M, N});
     *aux = shape.size() == 2 ? z : torch::stable::view(z, shape);
   }
   apply_epilogue_cpu(z, out, e);
@@ -220,7 +220,7 @@ void grad_z_cpu(const Tensor& grad2d, const Tensor& saved, const Tensor& grad_z,
 Tensor grad_z_matrix(const Tensor& grad, const Tensor& saved, const LinearEpilogue& e) {
   const Tensor grad2d = as_matrix(grad);
   if (e.identity()) return grad2d;
-  Tensor grad_z = torch::stable::new_empty(grad, {grad2d.size(0), grad2d.size(1)});
+  Tensor grad_z = empty(grad, {grad2d.size(0), grad2d.size(1)});
   if (grad_z.numel() > 0) grad_z_cpu(grad2d, torch::stable::contiguous(saved), grad_z, e);
   return grad_z;
 }
@@ -234,12 +234,12 @@ LinearGrads linear_backward_cpu(const Tensor& grad, const Tensor& x, const Tenso
   Tensor grad_x = none, grad_w = none, grad_b = none;
   if (mask[0]) {  // grad_x[M, K] = grad_z[M, N] . weight[N, K]
     const std::vector<int64_t> shape = grad_x_shape(grad, weight);
-    grad_x = torch::stable::new_empty(grad, {grad_z.size(0), weight.size(1)});
+    grad_x = empty(grad, {grad_z.size(0), weight.size(1)});
     mm_cpu(grad_x, grad_z, weight);
     if (shape.size() != 2) grad_x = torch::stable::view(grad_x, shape);
   }
   if (mask[1]) {  // grad_w[N, K] = grad_z^T[N, M] . x[M, K]
-    grad_w = torch::stable::new_empty(grad, {grad_z.size(1), x.size(-1)});
+    grad_w = empty(grad, {grad_z.size(1), x.size(-1)});
     mm_cpu(grad_w, transpose2d(grad_z), as_matrix(x));
   }
   if (mask[2]) {

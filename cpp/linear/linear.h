@@ -54,7 +54,7 @@ Tensor as_matrix(const Tensor& t);
 
 // Empty tensor standing for a gradient not asked for or an aux not needed
 // (an undefined tensor cannot cross the stable ABI on every torch).
-inline Tensor no_tensor(const Tensor& like) { return torch::stable::new_empty(like, {0}); }
+inline Tensor no_tensor(const Tensor& like) { return empty(like, {0}); }
 
 // torch.backends.cuda.matmul's flags as packed by src/fusedops/ops/linear.py;
 // 0 is torch's default.

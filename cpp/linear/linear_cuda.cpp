@@ -63,7 +63,7 @@ cublasLtEpilogue_t lt_epilogue(Activation act, bool with_bias, bool want_aux) {
 Tensor dense_bias(const Tensor& bias) {
   const bool dense = bias.stride(0) == 1 || bias.size(0) == 1;
   if (dense && lt::alignment_of(bias.const_data_ptr()) >= 16) return bias;
-  Tensor copy = torch::stable::new_empty(bias, {bias.size(0)});
+  Tensor copy = empty(bias, {bias.size(0)});
   torch::stable::copy_(copy, bias);
   return copy;
 }
@@ -107,8 +107,8 @@ Tensor linear_cuda_impl(const Tensor& x, const Tensor& weight, const OptTensor& 
   const int64_t M = leading_rows(x), N = weight.size(0);
   ForwardBuffers buf;
   buf.want_aux = aux != nullptr && e.needs_aux();
-  buf.out = torch::stable::new_empty(x, {M, N});
-  buf.z = buf.want_aux ? torch::stable::new_empty(x, {M, N}) : buf.out;
+  buf.out = empty(x, {M, N});
+  buf.z = buf.want_aux ? empty(x, {M, N}) : buf.out;
   if (buf.out.numel() > 0) {
     const Tensor x2d = as_matrix(x);
     if (!forward_lt(x2d, weight, bias, e, buf, cublas_math_of(cublas_math))) {
@@ -129,7 +129,7 @@ Tensor linear_cuda_impl(const Tensor& x, const Tensor& weight, const OptTensor& 
 Tensor grad_z_cuda(const Tensor& grad2d, const Tensor& saved, const LinearEpilogue& e) {
   if (e.identity()) return grad2d;
   const int64_t M = grad2d.size(0), N = grad2d.size(1);
-  Tensor grad_z = torch::stable::new_empty(grad2d, {M, N});
+  Tensor grad_z = empty(grad2d, {M, N});
   const Tensor s = torch::stable::contiguous(saved);
   cuda::check_cuda("linear", cuda::launch_linear_grad_z(to_dtype(grad2d.scalar_type()), grad2d.const_data_ptr(),
                                                         grad2d.stride(0), grad2d.stride(1), s.const_data_ptr(),
@@ -141,7 +141,7 @@ Tensor grad_z_cuda(const Tensor& grad2d, const Tensor& saved, const LinearEpilog
 // grad_x[M, K] = grad_z[M, N] . weight[N, K], in grad's leading shape.
 Tensor grad_x_cuda(const Tensor& grad, const Tensor& grad_z, const Tensor& weight, const CublasMath& math) {
   const std::vector<int64_t> shape = grad_x_shape(grad, weight);
-  Tensor gx2d = torch::stable::new_empty(grad, {grad_z.size(0), weight.size(1)});
+  Tensor gx2d = empty(grad, {grad_z.size(0), weight.size(1)});
   if (gx2d.numel() > 0) {
     std::optional<lt::GemmCall> call = lt::row_major_gemm(gx2d, lt::view_of(grad_z), lt::view_of(weight));
     if (!call || !lt::lt_gemm(*call, math, grad)) mm_fallback(gx2d, grad_z, weight);
@@ -193,10 +193,10 @@ LinearGrads linear_backward_cuda(const Tensor& grad, const Tensor& x, const Tens
   const Tensor none = no_tensor(grad);
   Tensor grad_x = none, grad_w = none, grad_b = none;
   if (mask[0]) grad_x = grad_x_cuda(grad, grad_z, weight, math);
-  if (mask[2]) grad_b = torch::stable::new_empty(grad, {N});
+  if (mask[2]) grad_b = empty(grad, {N});
   bool grad_b_done = false;
   if (mask[1]) {
-    grad_w = torch::stable::new_empty(grad, {N, x.size(-1)});
+    grad_w = empty(grad, {N, x.size(-1)});
     grad_b_done = grad_w_cuda(grad_w, grad_z, x, mask[2] ? &grad_b : nullptr, math);
   }
   if (mask[2] && !grad_b_done) {

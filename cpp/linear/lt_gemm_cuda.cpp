@@ -308,7 +308,7 @@ bool lt_gemm(const GemmCall& c, const CublasMath& math, const Tensor& like) {
   set_pointers(plan.desc, c);
   Tensor workspace;
   if (plan.workspace > 0) {
-    workspace = torch::stable::new_empty(like, {static_cast<int64_t>(plan.workspace)}, ScalarType::Byte);
+    workspace = empty(like, {static_cast<int64_t>(plan.workspace)}, ScalarType::Byte);
   }
   const float alpha = 1.0f, beta = 0.0f;
   FUSEDOPS_LT_CHECK(cublasLtMatmul(handle, plan.desc, &alpha, c.a.ptr, plan.a, c.b.ptr, plan.b, &beta, c.d, plan.d,

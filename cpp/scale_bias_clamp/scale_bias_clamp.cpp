@@ -84,7 +84,7 @@ StridedLayout<N> sbc_layout(const Tensor& x, std::array<Tensor*, N - 1> inputs) 
   if (coalesce<N>(ndim, shape.data(), pointers, layout)) return layout;
   for (Tensor* t : inputs) {
     if (t == nullptr) continue;
-    Tensor dense = torch::stable::new_empty(*t, shape);
+    Tensor dense = empty(*t, shape);
     torch::stable::copy_(dense, *t);
     *t = dense;
   }
@@ -111,7 +111,7 @@ SbcForwardSetup sbc_forward_setup(const Tensor& x, const OptTensor& scale, const
                                   double scale_value, double bias_value, std::optional<double> min,
                                   std::optional<double> max) {
   sbc_check(x, scale, bias);
-  SbcForwardSetup s{torch::stable::new_empty(x, x.sizes()), x, bias, StridedLayout<3>{},
+  SbcForwardSetup s{empty(x, x.sizes()), x, bias, StridedLayout<3>{},
                     sbc_scalars(scale, scale_value, bias_value, min, max)};
   if (s.out.numel() > 0) s.layout = sbc_layout<3>(x, {&s.x, s.bias ? &*s.bias : nullptr});
   return s;
@@ -127,21 +127,21 @@ SbcBackwardSetup sbc_backward_setup(const Tensor& grad_out, const Tensor& x, con
   SbcBackwardSetup s(grad_out, x, bias);
   s.scalars = sbc_scalars(scale, scale_value, bias_value, min, max);
   s.numel = x.numel();
-  if (mask[0]) s.grad_x = torch::stable::new_empty(x, x.sizes());
+  if (mask[0]) s.grad_x = empty(x, x.sizes());
   if (s.numel == 0) {  // sums over no elements
     if (need_scale) s.grad_scale = torch::stable::new_zeros(x, scale->sizes());
     if (need_bias) s.grad_bias = torch::stable::new_zeros(x, bias->sizes());
     return s;
   }
-  if (need_scale) s.grad_scale = torch::stable::new_empty(x, scale->sizes());
+  if (need_scale) s.grad_scale = empty(x, scale->sizes());
   s.layout = sbc_layout<4>(x, {&s.grad_out, &s.x, s.bias ? &*s.bias : nullptr});
   s.shape = classify_backward(s.layout, bias.has_value(), bias ? bias->numel() : 0, need_bias);
   if (s.shape.bias_grad == SbcBiasGrad::Full) {
     const auto sizes = bias->sizes();
     s.bias_sizes.assign(sizes.begin(), sizes.end());
-    s.grad_bias_full = torch::stable::new_empty(x, x.sizes());
+    s.grad_bias_full = empty(x, x.sizes());
   } else if (need_bias) {
-    s.grad_bias = torch::stable::new_empty(x, bias->sizes());
+    s.grad_bias = empty(x, bias->sizes());
   }
   auto pointer = [](OptTensor& t) { return t ? t->data_ptr() : nullptr; };
   s.grads = {pointer(s.grad_x), pointer(s.grad_bias_full), pointer(s.grad_scale), pointer(s.grad_bias)};
@@ -150,7 +150,7 @@ SbcBackwardSetup sbc_backward_setup(const Tensor& grad_out, const Tensor& x, con
 
 SbcGradTensors sbc_backward_finish(const SbcBackwardSetup& s) {
   const std::vector<int64_t> none{0};
-  auto or_empty = [&](const OptTensor& t) { return t ? *t : torch::stable::new_empty(s.x, none); };
+  auto or_empty = [&](const OptTensor& t) { return t ? *t : empty(s.x, none); };
   return {or_empty(s.grad_x), or_empty(s.grad_scale),
           s.grad_bias_full ? sum_to(*s.grad_bias_full, s.bias_sizes) : or_empty(s.grad_bias)};
 }

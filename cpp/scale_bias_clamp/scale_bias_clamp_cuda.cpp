@@ -41,7 +41,7 @@ void launch_backward(const SbcBackwardSetup& s) {
   std::optional<Tensor> partials;
   if (plan.partial_elems > 0) {
     const ScalarType acc = s.x.scalar_type() == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
-    partials = torch::stable::new_empty(s.x, {plan.partial_elems}, acc);
+    partials = empty(s.x, {plan.partial_elems}, acc);
   }
   cuda::check_cuda(kSbc, cuda::launch_sbc_backward(problem, plan, partials ? partials->data_ptr() : nullptr,
                                                    cuda::current_stream(s.x)));

@@ -50,11 +50,16 @@ def broadcast_shape(op: str, name_a: str, a: torch.Tensor, name_b: str, b: torch
 
 def needs_autograd(op: str, *tensors) -> bool:
     """Whether a call must go through the op's autograd: a gradient is wanted.
-    Otherwise the op's `_nograd` twin runs, which spares the Python autograd
-    machinery (several microseconds a call). The ops have no forward-mode
-    formula: a dual input is refused instead of its tangent being dropped."""
-    if getattr(forward_ad, "_current_level", 0) >= 0:  # inside a forward-AD dual level
+    Otherwise the op's `_nograd` twin runs, which spares the autograd machinery.
+    The ops have no forward-mode formula: a dual input is refused instead of
+    its tangent being dropped. (On the path of every call: kept lean.)"""
+    if forward_ad._current_level >= 0:  # inside a forward-AD dual level
         for t in tensors:
             if isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None:
                 fail(op, "forward-mode AD (a dual tensor input) is not supported: no jvp formula")
-    return torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in tensors)
+    if not torch.is_grad_enabled():
+        return False
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            return True
+    return False
