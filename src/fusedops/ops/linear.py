@@ -17,7 +17,8 @@ _linear_nograd = torch.ops.fusedops._linear_nograd.default
 _linear_forward = torch.ops.fusedops._linear_forward.default
 _linear_backward = torch.ops.fusedops._linear_backward.default
 
-_ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh")
+# The activations the kernels know (cpp/linear/linear.cpp checks the same list).
+ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh")
 
 
 def linear(
@@ -106,7 +107,7 @@ def _needs_aux(activation, min, max) -> bool:
     """Checks `activation`; whether the backward needs the pre-activation z
     (LinearEpilogue::needs_aux: any activation but relu, or a clamp; a bound
     min <= 0 after relu changes nothing)."""
-    if activation not in _ACTIVATIONS:
+    if activation not in ACTIVATIONS:
         _checks.fail("linear", f'activation must be None, "relu", "gelu" or "gelu_tanh", got "{activation}"')
     has_min = min is not None and not (activation == "relu" and min <= 0.0)
     return activation in ("gelu", "gelu_tanh") or has_min or max is not None
