@@ -14,10 +14,20 @@
 namespace fusedops::cpu {
 
 // Reduced-precision math accumulates in float32.
-template <typename T> struct OpMath { using type = T; };
-template <> struct OpMath<c10::Half> { using type = float; };
-template <> struct OpMath<c10::BFloat16> { using type = float; };
-template <typename T> using opmath_t = typename OpMath<T>::type;
+template <typename T>
+struct OpMath {
+  using type = T;
+};
+template <>
+struct OpMath<c10::Half> {
+  using type = float;
+};
+template <>
+struct OpMath<c10::BFloat16> {
+  using type = float;
+};
+template <typename T>
+using opmath_t = typename OpMath<T>::type;
 
 // Runs body.template operator()<T>() with T the element type of `dtype`.
 template <typename Body>

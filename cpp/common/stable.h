@@ -35,8 +35,8 @@ template <typename... Args>
   throw std::runtime_error(message.str());
 }
 
-#define FUSEDOPS_CHECK(cond, op, ...)              \
-  do {                                             \
+#define FUSEDOPS_CHECK(cond, op, ...)               \
+  do {                                              \
     if (!(cond)) ::fusedops::fail(op, __VA_ARGS__); \
   } while (0)
 
@@ -91,10 +91,10 @@ inline void check_floating(const char* op, const char* arg, const Tensor& t) {
 
 // `b` must match `a` in dtype and device: fusedops does no implicit promotion
 // or cross-device copies.
-inline void check_same_dtype_device(const char* op, const char* name_a, const Tensor& a,
-                                    const char* name_b, const Tensor& b) {
-  FUSEDOPS_CHECK(a.scalar_type() == b.scalar_type(), op, name_b, " must have the same dtype as ",
-                 name_a, " (", dtype_name(a.scalar_type()), "), got ", dtype_name(b.scalar_type()));
+inline void check_same_dtype_device(const char* op, const char* name_a, const Tensor& a, const char* name_b,
+                                    const Tensor& b) {
+  FUSEDOPS_CHECK(a.scalar_type() == b.scalar_type(), op, name_b, " must have the same dtype as ", name_a,
+                 " (", dtype_name(a.scalar_type()), "), got ", dtype_name(b.scalar_type()));
   const torch::stable::Device da = a.device(), db = b.device();
   FUSEDOPS_CHECK(da.type() == db.type() && da.index() == db.index(), op, name_b,
                  " must be on the same device as ", name_a, " (", device_name(a), "), got ", device_name(b));
@@ -121,8 +121,9 @@ inline Tensor empty(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef
     TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(like.get(), &dtype_code));
   }
   AtenTensorHandle handle = nullptr;
-  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(), strides.data(),
-                                                  dtype_code, device_type, device_index, &handle));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(),
+                                                  strides.data(), dtype_code, device_type, device_index,
+                                                  &handle));
   return Tensor(handle);
 }
 

@@ -42,7 +42,8 @@ std::vector<int64_t> linear_output_shape(const Tensor& x, const Tensor& weight, 
   check_floating("linear", "x", x);
   check_floating("linear", "weight", weight);
   check_same_dtype_device("linear", "x", x, "weight", weight);
-  FUSEDOPS_CHECK(x.dim() >= 1, "linear", "x must have at least 1 dimension [..., in_features], got a 0-dim tensor");
+  FUSEDOPS_CHECK(x.dim() >= 1, "linear",
+                 "x must have at least 1 dimension [..., in_features], got a 0-dim tensor");
   FUSEDOPS_CHECK(weight.dim() == 2, "linear", "weight must be 2-D [out_features, in_features], got shape ",
                  ShapeText{weight.sizes()});
   FUSEDOPS_CHECK(x.size(-1) == weight.size(1), "linear", "x of shape ", ShapeText{x.sizes()},
@@ -98,9 +99,10 @@ Tensor transpose2d(const Tensor& m) { return torch::stable::transpose(m, 0, 1); 
 // baseline x86-64, where a scalar erf/tanh costs several times the GEMM of a
 // typical layer).
 void gelu_cpu(const Tensor& z, const Tensor& out, Activation act) {
-  std::array<StableIValue, 3> stack{torch::stable::detail::from(z),
-                                    torch::stable::detail::from(std::string(act == Activation::Gelu ? "none" : "tanh")),
-                                    torch::stable::detail::from(out)};
+  std::array<StableIValue, 3> stack{
+      torch::stable::detail::from(z),
+      torch::stable::detail::from(std::string(act == Activation::Gelu ? "none" : "tanh")),
+      torch::stable::detail::from(out)};
   TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::gelu", "out", stack.data(), TORCH_ABI_VERSION));
   (void)torch::stable::detail::to<Tensor>(stack[0]);  // releases the returned reference to out
 }
@@ -225,9 +227,9 @@ Tensor grad_z_matrix(const Tensor& grad, const Tensor& saved, const LinearEpilog
   return grad_z;
 }
 
-LinearGrads linear_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& saved,
-                                OptStr activation, OptDouble min, OptDouble max, std::vector<bool> mask,
-                                int64_t cublas_math) {
+LinearGrads linear_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                const Tensor& saved, OptStr activation, OptDouble min, OptDouble max,
+                                std::vector<bool> mask, int64_t cublas_math) {
   const LinearEpilogue e = linear_epilogue(activation, min, max);
   const Tensor grad_z = grad_z_matrix(grad, saved, e);
   const Tensor none = no_tensor(grad);
@@ -267,14 +269,18 @@ constexpr char kLinear[] = "linear";
 }  // namespace
 
 STABLE_TORCH_LIBRARY_FRAGMENT(fusedops, m) {
-  m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, float? min=None, "
-        "float? max=None, int cublas_math=0) -> Tensor");
-  m.def("_linear_nograd(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max, "
-        "int cublas_math=0) -> Tensor");
-  m.def("_linear_forward(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max, "
-        "int cublas_math=0) -> (Tensor, Tensor)");
-  m.def("_linear_backward(Tensor grad, Tensor x, Tensor weight, Tensor saved, str? activation, float? min, "
-        "float? max, bool[3] output_mask, int cublas_math=0) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "linear(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, float? min=None, "
+      "float? max=None, int cublas_math=0) -> Tensor");
+  m.def(
+      "_linear_nograd(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max, "
+      "int cublas_math=0) -> Tensor");
+  m.def(
+      "_linear_forward(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max, "
+      "int cublas_math=0) -> (Tensor, Tensor)");
+  m.def(
+      "_linear_backward(Tensor grad, Tensor x, Tensor weight, Tensor saved, str? activation, float? min, "
+      "float? max, bool[3] output_mask, int cublas_math=0) -> (Tensor, Tensor, Tensor)");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(fusedops, CPU, m) {

@@ -74,8 +74,8 @@ Tensor linear_cuda(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr
                    OptDouble max, int64_t cublas_math);
 LinearForward linear_forward_cuda(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation,
                                   OptDouble min, OptDouble max, int64_t cublas_math);
-LinearGrads linear_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& saved,
-                                 OptStr activation, OptDouble min, OptDouble max, std::vector<bool> mask,
-                                 int64_t cublas_math);
+LinearGrads linear_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                 const Tensor& saved, OptStr activation, OptDouble min, OptDouble max,
+                                 std::vector<bool> mask, int64_t cublas_math);
 
 }  // namespace fusedops

@@ -24,9 +24,9 @@ void mm_fallback(const Tensor& out, const Tensor& a, const Tensor& b, const OptT
 Tensor transpose2d(const Tensor& m) { return torch::stable::transpose(m, 0, 1); }
 
 void run_epilogue(const Tensor& z, const Tensor& out, const LinearEpilogue& e) {
-  cuda::check_cuda("linear", cuda::launch_linear_epilogue(to_dtype(z.scalar_type()), z.const_data_ptr(),
-                                                          out.mutable_data_ptr(), z.numel(), e,
-                                                          cuda::current_stream(z)));
+  cuda::check_cuda(
+      "linear", cuda::launch_linear_epilogue(to_dtype(z.scalar_type()), z.const_data_ptr(),
+                                             out.mutable_data_ptr(), z.numel(), e, cuda::current_stream(z)));
 }
 
 // ---- forward ----------------------------------------------------------------------------
@@ -72,8 +72,8 @@ Tensor dense_bias(const Tensor& bias) {
 // pass; false when cuBLASLt has no algorithm (nothing was written).
 bool forward_lt(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, const LinearEpilogue& e,
                 const ForwardBuffers& buf, const CublasMath& math) {
-  std::optional<lt::GemmCall> call = lt::row_major_gemm(buf.out, lt::view_of(x2d),
-                                                        lt::transposed(lt::view_of(weight)));
+  std::optional<lt::GemmCall> call =
+      lt::row_major_gemm(buf.out, lt::view_of(x2d), lt::transposed(lt::view_of(weight)));
   if (!call) return false;
   Tensor b;
   if (has_bias(bias)) {
@@ -117,7 +117,9 @@ Tensor linear_cuda_impl(const Tensor& x, const Tensor& weight, const OptTensor& 
       if (!e.identity()) run_epilogue(buf.z, buf.out, e);
     }
   }
-  const auto as_output = [&](const Tensor& t) { return shape.size() == 2 ? t : torch::stable::view(t, shape); };
+  const auto as_output = [&](const Tensor& t) {
+    return shape.size() == 2 ? t : torch::stable::view(t, shape);
+  };
   if (buf.want_aux) *aux = as_output(buf.z);
   return as_output(buf.out);
 }
@@ -131,10 +133,10 @@ Tensor grad_z_cuda(const Tensor& grad2d, const Tensor& saved, const LinearEpilog
   const int64_t M = grad2d.size(0), N = grad2d.size(1);
   Tensor grad_z = empty(grad2d, {M, N});
   const Tensor s = torch::stable::contiguous(saved);
-  cuda::check_cuda("linear", cuda::launch_linear_grad_z(to_dtype(grad2d.scalar_type()), grad2d.const_data_ptr(),
-                                                        grad2d.stride(0), grad2d.stride(1), s.const_data_ptr(),
-                                                        grad_z.mutable_data_ptr(), M, N, e,
-                                                        cuda::current_stream(grad2d)));
+  cuda::check_cuda(
+      "linear", cuda::launch_linear_grad_z(to_dtype(grad2d.scalar_type()), grad2d.const_data_ptr(),
+                                           grad2d.stride(0), grad2d.stride(1), s.const_data_ptr(),
+                                           grad_z.mutable_data_ptr(), M, N, e, cuda::current_stream(grad2d)));
   return grad_z;
 }
 
@@ -182,9 +184,9 @@ LinearForward linear_forward_cuda(const Tensor& x, const Tensor& weight, OptTens
   return {out, e.needs_aux() ? aux : no_tensor(out)};
 }
 
-LinearGrads linear_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& saved,
-                                 OptStr activation, OptDouble min, OptDouble max, std::vector<bool> mask,
-                                 int64_t cublas_math) {
+LinearGrads linear_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                 const Tensor& saved, OptStr activation, OptDouble min, OptDouble max,
+                                 std::vector<bool> mask, int64_t cublas_math) {
   const LinearEpilogue e = linear_epilogue(activation, min, max);
   const CublasMath math = cublas_math_of(cublas_math);
   const torch::stable::accelerator::DeviceGuard guard(grad.get_device_index());

@@ -20,12 +20,12 @@
 
 namespace fusedops::lt {
 
-#define FUSEDOPS_LT_CHECK(expr)                                                                          \
-  do {                                                                                                   \
-    const cublasStatus_t fusedops_lt_status = (expr);                                                    \
-    FUSEDOPS_CHECK(fusedops_lt_status == CUBLAS_STATUS_SUCCESS, "linear", "cuBLASLt call ", #expr,        \
-                   " failed: ", cublasLtGetStatusName(fusedops_lt_status), " (",                          \
-                   cublasLtGetStatusString(fusedops_lt_status), ")");                                     \
+#define FUSEDOPS_LT_CHECK(expr)                                                                    \
+  do {                                                                                             \
+    const cublasStatus_t fusedops_lt_status = (expr);                                              \
+    FUSEDOPS_CHECK(fusedops_lt_status == CUBLAS_STATUS_SUCCESS, "linear", "cuBLASLt call ", #expr, \
+                   " failed: ", cublasLtGetStatusName(fusedops_lt_status), " (",                   \
+                   cublasLtGetStatusString(fusedops_lt_status), ")");                              \
   } while (0)
 
 uint32_t alignment_of(const void* p) {
@@ -57,7 +57,9 @@ std::optional<Operand> operand_of(const MatView& t) {
   return std::nullopt;
 }
 
-bool lt_dtype(ScalarType t) { return t == ScalarType::Half || t == ScalarType::BFloat16 || t == ScalarType::Float; }
+bool lt_dtype(ScalarType t) {
+  return t == ScalarType::Half || t == ScalarType::BFloat16 || t == ScalarType::Float;
+}
 
 bool lt_sizes(int64_t m, int64_t n, int64_t k) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
@@ -116,8 +118,9 @@ struct PlanKeyHash {
 };
 
 bool epilogue_has_bias(cublasLtEpilogue_t e) {
-  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS ||
-         e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_BGRADB;
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         e == CUBLASLT_EPILOGUE_BGRADB;
 }
 bool epilogue_has_aux(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
@@ -211,8 +214,8 @@ struct Plan {
 
 void set_pointers(cublasLtMatmulDesc_t desc, const GemmCall& c) {
   if (epilogue_has_bias(c.epilogue)) {
-    FUSEDOPS_LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias,
-                                                     sizeof(c.bias)));
+    FUSEDOPS_LT_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof(c.bias)));
   }
   if (epilogue_has_aux(c.epilogue)) {
     FUSEDOPS_LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux,
@@ -226,7 +229,8 @@ void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribut
 }
 
 template <typename T>
-void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute, const T& value) {
+void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute,
+              const T& value) {
   FUSEDOPS_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)));
 }
 
@@ -235,7 +239,8 @@ void describe(Plan& plan, const GemmCall& c, const PlanKey& key) {
   const cudaDataType_t type = c.dtype == ScalarType::Half       ? CUDA_R_16F
                               : c.dtype == ScalarType::BFloat16 ? CUDA_R_16BF
                                                                 : CUDA_R_32F;
-  FUSEDOPS_LT_CHECK(cublasLtMatmulDescCreate(&plan.desc, static_cast<cublasComputeType_t>(key.compute), CUDA_R_32F));
+  FUSEDOPS_LT_CHECK(
+      cublasLtMatmulDescCreate(&plan.desc, static_cast<cublasComputeType_t>(key.compute), CUDA_R_32F));
   set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(c.a.op));
   set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(c.b.op));
   set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(c.epilogue));
@@ -264,8 +269,8 @@ std::unique_ptr<Plan> make_plan(const GemmCall& c, const PlanKey& key, cublasLtH
 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &found);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->d,
+                                                               plan->d, pref, 1, &result, &found);
   // NOT_SUPPORTED (or no result) means no algorithm fits: fall back. Any
   // other failure is a bug worth reporting.
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) return plan;
@@ -311,8 +316,9 @@ bool lt_gemm(const GemmCall& c, const CublasMath& math, const Tensor& like) {
     workspace = empty(like, {static_cast<int64_t>(plan.workspace)}, ScalarType::Byte);
   }
   const float alpha = 1.0f, beta = 0.0f;
-  FUSEDOPS_LT_CHECK(cublasLtMatmul(handle, plan.desc, &alpha, c.a.ptr, plan.a, c.b.ptr, plan.b, &beta, c.d, plan.d,
-                                   c.d, plan.d, &plan.algo, plan.workspace > 0 ? workspace.mutable_data_ptr() : nullptr,
+  FUSEDOPS_LT_CHECK(cublasLtMatmul(handle, plan.desc, &alpha, c.a.ptr, plan.a, c.b.ptr, plan.b, &beta, c.d,
+                                   plan.d, c.d, plan.d, &plan.algo,
+                                   plan.workspace > 0 ? workspace.mutable_data_ptr() : nullptr,
                                    plan.workspace, cuda::current_stream(like)));
   return true;
 }

@@ -37,7 +37,8 @@ void sbc_check(const Tensor& x, const OptTensor& scale, const OptTensor& bias) {
   }
 }
 
-void sbc_check_backward(const Tensor& grad_out, const Tensor& x, const OptTensor& scale, const OptTensor& bias) {
+void sbc_check_backward(const Tensor& grad_out, const Tensor& x, const OptTensor& scale,
+                        const OptTensor& bias) {
   sbc_check(x, scale, bias);
   check_floating(kSbc, "grad_out", grad_out);
   check_same_dtype_device(kSbc, "x", x, "grad_out", grad_out);
@@ -47,8 +48,8 @@ void sbc_check_backward(const Tensor& grad_out, const Tensor& x, const OptTensor
 
 namespace {
 
-SbcScalars sbc_scalars(const OptTensor& scale, double scale_value, double bias_value, std::optional<double> min,
-                       std::optional<double> max) {
+SbcScalars sbc_scalars(const OptTensor& scale, double scale_value, double bias_value,
+                       std::optional<double> min, std::optional<double> max) {
   SbcScalars s;
   s.scale = scale.has_value() ? scale->const_data_ptr() : nullptr;
   s.scale_value = scale_value;
@@ -158,12 +159,15 @@ SbcGradTensors sbc_backward_finish(const SbcBackwardSetup& s) {
 STABLE_TORCH_LIBRARY_FRAGMENT(fusedops, m) {
   // clamp(x * scale + bias, min, max); scale_value / bias_value stand in for a
   // scale / bias given as a number (the tensor is then None).
-  m.def("scale_bias_clamp(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., float bias_value=0., "
-        "float? min=None, float? max=None) -> Tensor");
-  m.def("_scale_bias_clamp_nograd(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., "
-        "float bias_value=0., float? min=None, float? max=None) -> Tensor");
-  m.def("_scale_bias_clamp_backward(Tensor grad_out, Tensor x, Tensor? scale, Tensor? bias, float scale_value, "
-        "float bias_value, float? min, float? max, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "scale_bias_clamp(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., float bias_value=0., "
+      "float? min=None, float? max=None) -> Tensor");
+  m.def(
+      "_scale_bias_clamp_nograd(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., "
+      "float bias_value=0., float? min=None, float? max=None) -> Tensor");
+  m.def(
+      "_scale_bias_clamp_backward(Tensor grad_out, Tensor x, Tensor? scale, Tensor? bias, float scale_value, "
+      "float bias_value, float? min, float? max, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(fusedops, CPU, m) {

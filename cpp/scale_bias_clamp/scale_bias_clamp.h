@@ -26,7 +26,8 @@ using SbcGradTensors = std::tuple<Tensor, Tensor, Tensor>;
 constexpr char kSbc[] = "scale_bias_clamp";
 
 void sbc_check(const Tensor& x, const OptTensor& scale, const OptTensor& bias);
-void sbc_check_backward(const Tensor& grad_out, const Tensor& x, const OptTensor& scale, const OptTensor& bias);
+void sbc_check_backward(const Tensor& grad_out, const Tensor& x, const OptTensor& scale,
+                        const OptTensor& bias);
 
 // Everything a backend needs for one forward call; x and bias may be
 // replaced by dense copies in the rare > kMaxDims layouts.
@@ -81,7 +82,8 @@ Tensor sbc_cuda(const Tensor& x, const OptTensor& scale, const OptTensor& bias, 
                 double bias_value, std::optional<double> min, std::optional<double> max);
 SbcGradTensors sbc_backward_cuda(const Tensor& grad_out, const Tensor& x, const OptTensor& scale,
                                  const OptTensor& bias, double scale_value, double bias_value,
-                                 std::optional<double> min, std::optional<double> max, std::vector<bool> mask);
+                                 std::optional<double> min, std::optional<double> max,
+                                 std::vector<bool> mask);
 
 // The CPU backward loops (scale_bias_clamp_cpu_backward.cpp), for s.numel > 0.
 void sbc_backward_cpu_kernel(const SbcBackwardSetup& s);

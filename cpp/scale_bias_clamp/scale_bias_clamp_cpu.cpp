@@ -58,7 +58,8 @@ Tensor sbc_cpu(const Tensor& x, const OptTensor& scale, const OptTensor& bias, d
 
 SbcGradTensors sbc_backward_cpu(const Tensor& grad_out, const Tensor& x, const OptTensor& scale,
                                 const OptTensor& bias, double scale_value, double bias_value,
-                                std::optional<double> min, std::optional<double> max, std::vector<bool> mask) {
+                                std::optional<double> min, std::optional<double> max,
+                                std::vector<bool> mask) {
   const SbcBackwardSetup s =
       sbc_backward_setup(grad_out, x, scale, bias, scale_value, bias_value, min, max, mask);
   if (s.numel > 0) sbc_backward_cpu_kernel(s);

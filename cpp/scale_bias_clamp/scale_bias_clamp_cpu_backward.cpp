@@ -87,8 +87,8 @@ void backward_run(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, T* __
                   cpu::opmath_t<T> (&lane_b)[kLanes]) {
   with_flags(
       [&](auto bounded, auto write_gx, auto write_gb) {
-        backward_run_impl<T, kUnit, kBiasConst, bounded(), write_gx(), write_gb()>(c, len, gx, gb, g, sg, x, sx,
-                                                                                 bias, sb, lane_s, lane_b);
+        backward_run_impl<T, kUnit, kBiasConst, bounded(), write_gx(), write_gb()>(
+            c, len, gx, gb, g, sg, x, sx, bias, sb, lane_s, lane_b);
       },
       c.clamp.any_bound, gx != nullptr, gb != nullptr);
 }
@@ -146,13 +146,13 @@ void backward_run_impl(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, 
 }
 
 template <typename T>
-void backward_generic(const SbcBackwardSetup& s, cpu::opmath_t<T>* partial_s,
-                      cpu::opmath_t<T>* partial_b) {
+void backward_generic(const SbcBackwardSetup& s, cpu::opmath_t<T>* partial_s, cpu::opmath_t<T>* partial_b) {
   using A = cpu::opmath_t<T>;
   const StridedLayout<4>& l = s.layout;
-  const BwdContext<T> c{make_clamp<A>(s.scalars),
-                        s.scalars.scale ? A(*static_cast<const T*>(s.scalars.scale)) : A(s.scalars.scale_value),
-                        A(s.scalars.bias_value)};
+  const BwdContext<T> c{
+      make_clamp<A>(s.scalars),
+      s.scalars.scale ? A(*static_cast<const T*>(s.scalars.scale)) : A(s.scalars.scale_value),
+      A(s.scalars.bias_value)};
   T* grad_x = static_cast<T*>(s.grads.grad_x);
   T* grad_bf = static_cast<T*>(s.grads.grad_bias_full);
   const T* g = static_cast<const T*>(s.grad_out.const_data_ptr());
@@ -173,11 +173,14 @@ void backward_generic(const SbcBackwardSetup& s, cpu::opmath_t<T>* partial_s,
         if (unit && (bp == nullptr || sb == 0)) {
           backward_run<T, true, true>(c, len, gx, gb, g + off[1], sg, x + off[2], sx, bp, sb, lane_s, lane_b);
         } else if (unit && sb == 1) {
-          backward_run<T, true, false>(c, len, gx, gb, g + off[1], sg, x + off[2], sx, bp, sb, lane_s, lane_b);
+          backward_run<T, true, false>(c, len, gx, gb, g + off[1], sg, x + off[2], sx, bp, sb, lane_s,
+                                       lane_b);
         } else if (bp == nullptr || sb == 0) {
-          backward_run<T, false, true>(c, len, gx, gb, g + off[1], sg, x + off[2], sx, bp, sb, lane_s, lane_b);
+          backward_run<T, false, true>(c, len, gx, gb, g + off[1], sg, x + off[2], sx, bp, sb, lane_s,
+                                       lane_b);
         } else {
-          backward_run<T, false, false>(c, len, gx, gb, g + off[1], sg, x + off[2], sx, bp, sb, lane_s, lane_b);
+          backward_run<T, false, false>(c, len, gx, gb, g + off[1], sg, x + off[2], sx, bp, sb, lane_s,
+                                        lane_b);
         }
       });
       partial_s[k] = sum_lanes(lane_s);
@@ -209,9 +212,10 @@ template <typename T>
 void backward_rows(const SbcBackwardSetup& s, const RowsTiling& t, cpu::opmath_t<T>* partial_s,
                    cpu::opmath_t<T>* partial_b) {
   using A = cpu::opmath_t<T>;
-  const BwdContext<T> c{make_clamp<A>(s.scalars),
-                        s.scalars.scale ? A(*static_cast<const T*>(s.scalars.scale)) : A(s.scalars.scale_value),
-                        A(s.scalars.bias_value)};
+  const BwdContext<T> c{
+      make_clamp<A>(s.scalars),
+      s.scalars.scale ? A(*static_cast<const T*>(s.scalars.scale)) : A(s.scalars.scale_value),
+      A(s.scalars.bias_value)};
   T* grad_x = static_cast<T*>(s.grads.grad_x);
   const T* g = static_cast<const T*>(s.grad_out.const_data_ptr());
   const T* x = static_cast<const T*>(s.x.const_data_ptr());

@@ -15,10 +15,10 @@ Tensor sbc_cuda(const Tensor& x, const OptTensor& scale, const OptTensor& bias, 
   const SbcForwardSetup s = sbc_forward_setup(x, scale, bias, scale_value, bias_value, min, max);
   const int64_t numel = s.out.numel();
   if (numel == 0) return s.out;
-  cuda::check_cuda(kSbc, cuda::launch_sbc_forward(to_dtype(x.scalar_type()), s.out.data_ptr(), s.x.const_data_ptr(),
-                                                  s.bias ? s.bias->const_data_ptr() : nullptr, s.layout, numel,
-                                                  s.scalars, cuda::device_info(kSbc, x.get_device_index()),
-                                                  cuda::current_stream(x)));
+  cuda::check_cuda(
+      kSbc, cuda::launch_sbc_forward(to_dtype(x.scalar_type()), s.out.data_ptr(), s.x.const_data_ptr(),
+                                     s.bias ? s.bias->const_data_ptr() : nullptr, s.layout, numel, s.scalars,
+                                     cuda::device_info(kSbc, x.get_device_index()), cuda::current_stream(x)));
   return s.out;
 }
 
@@ -51,7 +51,8 @@ void launch_backward(const SbcBackwardSetup& s) {
 
 SbcGradTensors sbc_backward_cuda(const Tensor& grad_out, const Tensor& x, const OptTensor& scale,
                                  const OptTensor& bias, double scale_value, double bias_value,
-                                 std::optional<double> min, std::optional<double> max, std::vector<bool> mask) {
+                                 std::optional<double> min, std::optional<double> max,
+                                 std::vector<bool> mask) {
   const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
   const SbcBackwardSetup s =
       sbc_backward_setup(grad_out, x, scale, bias, scale_value, bias_value, min, max, mask);

@@ -7,7 +7,7 @@
 
 namespace fusedops::cuda {
 
-cudaError_t launch_add(DType dtype, void* out, const void* a, const void* b,
-                       const StridedLayout<3>& layout, int64_t numel, cudaStream_t stream);
+cudaError_t launch_add(DType dtype, void* out, const void* a, const void* b, const StridedLayout<3>& layout,
+                       int64_t numel, cudaStream_t stream);
 
 }  // namespace fusedops::cuda

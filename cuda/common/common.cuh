@@ -15,21 +15,44 @@ namespace fusedops::cuda {
 
 // Arithmetic type: float for the half types (reduced-precision math
 // accumulates in float32), the type itself otherwise.
-template <typename T> struct OpMath { using type = T; };
-template <> struct OpMath<__half> { using type = float; };
-template <> struct OpMath<__nv_bfloat16> { using type = float; };
-template <typename T> using opmath_t = typename OpMath<T>::type;
+template <typename T>
+struct OpMath {
+  using type = T;
+};
+template <>
+struct OpMath<__half> {
+  using type = float;
+};
+template <>
+struct OpMath<__nv_bfloat16> {
+  using type = float;
+};
+template <typename T>
+using opmath_t = typename OpMath<T>::type;
 
 __device__ __forceinline__ float to_opmath(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_opmath(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float to_opmath(float v) { return v; }
 __device__ __forceinline__ double to_opmath(double v) { return v; }
 
-template <typename T> __device__ __forceinline__ T from_opmath(opmath_t<T> v);
-template <> __device__ __forceinline__ __half from_opmath<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_opmath<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <> __device__ __forceinline__ float from_opmath<float>(float v) { return v; }
-template <> __device__ __forceinline__ double from_opmath<double>(double v) { return v; }
+template <typename T>
+__device__ __forceinline__ T from_opmath(opmath_t<T> v);
+template <>
+__device__ __forceinline__ __half from_opmath<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_opmath<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ float from_opmath<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ double from_opmath<double>(double v) {
+  return v;
+}
 
 // kVec elements moved as one aligned access (16 bytes for kVec = 16 / sizeof(T)).
 template <typename T, int kVec>

@@ -13,8 +13,8 @@ namespace fusedops::cuda {
 // only matters past 2^31 - 1 blocks.
 template <typename T, int kVec, typename F>
 __global__ void __launch_bounds__(kThreads)
-binary_contiguous_kernel(T* __restrict__ out, const T* __restrict__ a, const T* __restrict__ b,
-                         int64_t n, F f) {
+    binary_contiguous_kernel(T* __restrict__ out, const T* __restrict__ a, const T* __restrict__ b, int64_t n,
+                             F f) {
   using V = Vec<T, kVec>;
   const V* va = reinterpret_cast<const V*>(a);
   const V* vb = reinterpret_cast<const V*>(b);
@@ -37,7 +37,7 @@ binary_contiguous_kernel(T* __restrict__ out, const T* __restrict__ a, const T* 
 // Any strides and broadcasting.
 template <typename T, typename F>
 __global__ void __launch_bounds__(kThreads)
-binary_strided_kernel(T* out, const T* a, const T* b, StridedLayout<3> layout, int64_t n, F f) {
+    binary_strided_kernel(T* out, const T* a, const T* b, StridedLayout<3> layout, int64_t n, F f) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     int64_t off[3];
@@ -47,8 +47,8 @@ binary_strided_kernel(T* out, const T* a, const T* b, StridedLayout<3> layout, i
 }
 
 template <typename T, typename F>
-cudaError_t launch_binary(T* out, const T* a, const T* b, const StridedLayout<3>& layout,
-                          int64_t n, cudaStream_t stream, F f) {
+cudaError_t launch_binary(T* out, const T* a, const T* b, const StridedLayout<3>& layout, int64_t n,
+                          cudaStream_t stream, F f) {
   if (!layout.contiguous()) {
     binary_strided_kernel<T><<<work_grid(n), kThreads, 0, stream>>>(out, a, b, layout, n, f);
   } else if (aligned16(out) && aligned16(a) && aligned16(b)) {

@@ -37,7 +37,7 @@ __device__ __forceinline__ T grad_value(T g, T s, const Bounds<opmath_t<T>>& b) 
 // no __restrict__).
 template <typename T, int kVec, Activation kAct>
 __global__ void __launch_bounds__(kThreads)
-epilogue_kernel(const T* z, T* out, int64_t n, Bounds<opmath_t<T>> b) {
+    epilogue_kernel(const T* z, T* out, int64_t n, Bounds<opmath_t<T>> b) {
   using V = Vec<T, kVec>;
   const int64_t nvec = n / kVec;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -55,8 +55,8 @@ epilogue_kernel(const T* z, T* out, int64_t n, Bounds<opmath_t<T>> b) {
 // grad_z from a dense grad: kVec per access.
 template <typename T, int kVec, Activation kAct, bool kClamps>
 __global__ void __launch_bounds__(kThreads)
-grad_z_dense_kernel(const T* __restrict__ grad, const T* __restrict__ saved, T* __restrict__ grad_z, int64_t n,
-                    Bounds<opmath_t<T>> b) {
+    grad_z_dense_kernel(const T* __restrict__ grad, const T* __restrict__ saved, T* __restrict__ grad_z,
+                        int64_t n, Bounds<opmath_t<T>> b) {
   using V = Vec<T, kVec>;
   const int64_t nvec = n / kVec;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -76,8 +76,8 @@ grad_z_dense_kernel(const T* __restrict__ grad, const T* __restrict__ saved, T* 
 // grad_z from a grad of any 2-D strides (expanded, transposed, ...).
 template <typename T, Activation kAct, bool kClamps>
 __global__ void __launch_bounds__(kThreads)
-grad_z_strided_kernel(const T* __restrict__ grad, int64_t gs0, int64_t gs1, const T* __restrict__ saved,
-                      T* __restrict__ grad_z, int64_t rows, int64_t cols, Bounds<opmath_t<T>> b) {
+    grad_z_strided_kernel(const T* __restrict__ grad, int64_t gs0, int64_t gs1, const T* __restrict__ saved,
+                          T* __restrict__ grad_z, int64_t rows, int64_t cols, Bounds<opmath_t<T>> b) {
   const int64_t n = rows * cols;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -141,7 +141,8 @@ cudaError_t launch_linear_grad_z(DType dtype, const void* grad, int64_t gs0, int
         if (dense && aligned16(g) && aligned16(s) && aligned16(gz)) {
           constexpr int kVec = kVec16<T>;
           const int64_t items = std::max<int64_t>(n / kVec, n % kVec);
-          grad_z_dense_kernel<T, kVec, kAct, kClamps><<<work_grid(items), kThreads, 0, stream>>>(g, s, gz, n, b);
+          grad_z_dense_kernel<T, kVec, kAct, kClamps>
+              <<<work_grid(items), kThreads, 0, stream>>>(g, s, gz, n, b);
         } else if (dense) {
           grad_z_dense_kernel<T, 1, kAct, kClamps><<<work_grid(n), kThreads, 0, stream>>>(g, s, gz, n, b);
         } else {

@@ -34,8 +34,8 @@ struct SbcArgs {
 template <typename T>
 SbcArgs<T> make_args(const SbcScalars& s) {
   using A = opmath_t<T>;
-  return {static_cast<const T*>(s.scale), static_cast<A>(s.scale_value),
-          static_cast<A>(s.bias_value), make_clamp<A>(s)};
+  return {static_cast<const T*>(s.scale), static_cast<A>(s.scale_value), static_cast<A>(s.bias_value),
+          make_clamp<A>(s)};
 }
 
 __device__ __forceinline__ float fma_op(float a, float b, float c) { return __fmaf_rn(a, b, c); }
@@ -84,8 +84,8 @@ __device__ A block_sum(A v, A* smem /* 32 */) {
 
 template <typename T, int kVec, bool kDenseBias>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
-sbc_forward_flat(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ bias,
-                 SbcArgs<T> args, int64_t n) {
+    sbc_forward_flat(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ bias,
+                     SbcArgs<T> args, int64_t n) {
   using A = opmath_t<T>;
   using V = Vec<T, kVec>;
   const A s = read_scale(args);
@@ -153,8 +153,8 @@ __device__ __forceinline__ void load_bias_column(const T* bias, int64_t c, const
 // (its bias stays in registers) and rows y, y + grid rows, ...
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
-sbc_forward_rows(T* __restrict__ out, const T* __restrict__ x, int64_t sx,
-                 const T* __restrict__ bias, SbcArgs<T> args, int64_t rows, int64_t cols) {
+    sbc_forward_rows(T* __restrict__ out, const T* __restrict__ x, int64_t sx, const T* __restrict__ bias,
+                     SbcArgs<T> args, int64_t rows, int64_t cols) {
   using A = opmath_t<T>;
   using V = Vec<T, kVec>;
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -187,8 +187,8 @@ sbc_forward_rows(T* __restrict__ out, const T* __restrict__ x, int64_t sx,
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-sbc_forward_strided(T* out, const T* x, const T* bias, SbcArgs<T> args, StridedLayout<3> layout,
-                    int64_t n) {
+    sbc_forward_strided(T* out, const T* x, const T* bias, SbcArgs<T> args, StridedLayout<3> layout,
+                        int64_t n) {
   using A = opmath_t<T>;
   const A s = read_scale(args);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -278,9 +278,9 @@ __device__ void write_flat_partials(A acc_s, A acc_b, A* partials) {
 // gm sums serve a one-element bias).
 template <typename T, int kVec, bool kDenseBias>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
-sbc_backward_flat(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ bias,
-                  SbcArgs<T> args, int64_t n, T* __restrict__ grad_x,
-                  T* __restrict__ grad_bias_full, opmath_t<T>* __restrict__ partials) {
+    sbc_backward_flat(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ bias,
+                      SbcArgs<T> args, int64_t n, T* __restrict__ grad_x, T* __restrict__ grad_bias_full,
+                      opmath_t<T>* __restrict__ partials) {
   using A = opmath_t<T>;
   using V = Vec<T, kVec>;
   const A s = read_scale(args);
@@ -340,10 +340,10 @@ sbc_backward_flat(const T* __restrict__ g, const T* __restrict__ x, const T* __r
 // partial_bias: [gridDim.y, cols], the column sums of the block's rows.
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
-sbc_backward_rows(const T* __restrict__ g, int64_t sg, const T* __restrict__ x, int64_t sx,
-                  const T* __restrict__ bias, SbcArgs<T> args, int64_t rows, int64_t cols,
-                  T* __restrict__ grad_x, opmath_t<T>* __restrict__ partial_scale,
-                  opmath_t<T>* __restrict__ partial_bias) {
+    sbc_backward_rows(const T* __restrict__ g, int64_t sg, const T* __restrict__ x, int64_t sx,
+                      const T* __restrict__ bias, SbcArgs<T> args, int64_t rows, int64_t cols,
+                      T* __restrict__ grad_x, opmath_t<T>* __restrict__ partial_scale,
+                      opmath_t<T>* __restrict__ partial_bias) {
   using A = opmath_t<T>;
   using V = Vec<T, kVec>;
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -407,9 +407,8 @@ sbc_backward_rows(const T* __restrict__ g, int64_t sg, const T* __restrict__ x, 
 // Any layout. Same partials as sbc_backward_flat.
 template <typename T>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
-sbc_backward_strided(const T* g, const T* x, const T* bias, SbcArgs<T> args,
-                     StridedLayout<4> layout, int64_t n, T* grad_x, T* grad_bias_full,
-                     opmath_t<T>* partials) {
+    sbc_backward_strided(const T* g, const T* x, const T* bias, SbcArgs<T> args, StridedLayout<4> layout,
+                         int64_t n, T* grad_x, T* grad_bias_full, opmath_t<T>* partials) {
   using A = opmath_t<T>;
   const A s = read_scale(args);
   A acc_s = 0, acc_b = 0;
@@ -430,7 +429,7 @@ sbc_backward_strided(const T* g, const T* x, const T* bias, SbcArgs<T> args,
 // out[0] = sum of partials[0, n) in a fixed order; one block.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-sbc_reduce_partials(const opmath_t<T>* __restrict__ partials, int64_t n, T* __restrict__ out) {
+    sbc_reduce_partials(const opmath_t<T>* __restrict__ partials, int64_t n, T* __restrict__ out) {
   using A = opmath_t<T>;
   __shared__ A smem[32];
   A v = 0;
@@ -442,8 +441,8 @@ sbc_reduce_partials(const opmath_t<T>* __restrict__ partials, int64_t n, T* __re
 // out[c] = sum over r of partials[r, c], r in a fixed order; block (32, 8).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-sbc_reduce_columns(const opmath_t<T>* __restrict__ partials, int64_t nrows, int64_t cols,
-                   T* __restrict__ out) {
+    sbc_reduce_columns(const opmath_t<T>* __restrict__ partials, int64_t nrows, int64_t cols,
+                       T* __restrict__ out) {
   using A = opmath_t<T>;
   __shared__ A smem[8][33];
   const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
@@ -478,17 +477,18 @@ SbcBackwardPlan plan_t(const SbcBackwardProblem& p, const DeviceInfo& dev) {
     plan.partial_elems = reduce ? 2 * int64_t(plan.grid_x) : 0;
   } else if (sh.path == SbcPath::Rows) {
     const int64_t sg = p.layout.strides[1][0], sx = p.layout.strides[2][0];
-    plan.vectorized = sh.cols % kVec == 0 && sg % kVec == 0 && sx % kVec == 0 &&
-                      aligned16(p.grad_out) && aligned16(p.x) && ok(p.bias) && ok(gr.grad_x);
+    plan.vectorized = sh.cols % kVec == 0 && sg % kVec == 0 && sx % kVec == 0 && aligned16(p.grad_out) &&
+                      aligned16(p.x) && ok(p.bias) && ok(gr.grad_x);
     const int64_t vec_cols = plan.vectorized ? sh.cols / kVec : sh.cols;
     rows_block(vec_cols, plan.block_x, plan.block_y);
     const int64_t gx = ceil_div(vec_cols, plan.block_x);
     const int64_t target = int64_t(dev.sm_count) * kBlocksPerSm;
-    const int64_t gy = std::min<int64_t>({ceil_div(sh.rows, plan.block_y), std::max<int64_t>(1, target / gx), 65535});
+    const int64_t gy =
+        std::min<int64_t>({ceil_div(sh.rows, plan.block_y), std::max<int64_t>(1, target / gx), 65535});
     plan.grid_x = static_cast<unsigned>(std::min<int64_t>(gx, 0x7fffffff));
     plan.grid_y = static_cast<unsigned>(gy);
-    plan.partial_elems = (gr.grad_scale != nullptr ? gx * gy : 0) +
-                         (sh.bias_grad == SbcBiasGrad::Rows ? gy * sh.cols : 0);
+    plan.partial_elems =
+        (gr.grad_scale != nullptr ? gx * gy : 0) + (sh.bias_grad == SbcBiasGrad::Rows ? gy * sh.cols : 0);
   } else {
     plan.grid_x = persistent_blocks(p.numel, dev);
     plan.partial_elems = reduce ? 2 * int64_t(plan.grid_x) : 0;
@@ -520,9 +520,11 @@ cudaError_t backward_t(const SbcBackwardProblem& p, const SbcBackwardPlan& plan,
     A* partial_bias = sh.bias_grad == SbcBiasGrad::Rows ? partials + (partial_scale ? blocks : 0) : nullptr;
     const int64_t sg = p.layout.strides[1][0], sx = p.layout.strides[2][0];
     if (plan.vectorized) {
-      sbc_backward_rows<T, kVec><<<grid, block, 0, stream>>>(g, sg, x, sx, bias, args, sh.rows, sh.cols, grad_x, partial_scale, partial_bias);
+      sbc_backward_rows<T, kVec><<<grid, block, 0, stream>>>(g, sg, x, sx, bias, args, sh.rows, sh.cols,
+                                                             grad_x, partial_scale, partial_bias);
     } else {
-      sbc_backward_rows<T, 1><<<grid, block, 0, stream>>>(g, sg, x, sx, bias, args, sh.rows, sh.cols, grad_x, partial_scale, partial_bias);
+      sbc_backward_rows<T, 1><<<grid, block, 0, stream>>>(g, sg, x, sx, bias, args, sh.rows, sh.cols, grad_x,
+                                                          partial_scale, partial_bias);
     }
     if (partial_scale != nullptr) {
       sbc_reduce_partials<T><<<1, kThreads, 0, stream>>>(partial_scale, blocks, grad_scale);
@@ -536,12 +538,21 @@ cudaError_t backward_t(const SbcBackwardProblem& p, const SbcBackwardPlan& plan,
   const unsigned grid = plan.grid_x;
   if (sh.path == SbcPath::Flat) {
     const bool dense = bias != nullptr && p.layout.strides[3][0] == 1;
-    if (plan.vectorized && dense) sbc_backward_flat<T, kVec, true><<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
-    if (plan.vectorized && !dense) sbc_backward_flat<T, kVec, false><<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
-    if (!plan.vectorized && dense) sbc_backward_flat<T, 1, true><<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
-    if (!plan.vectorized && !dense) sbc_backward_flat<T, 1, false><<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
+    if (plan.vectorized && dense)
+      sbc_backward_flat<T, kVec, true>
+          <<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
+    if (plan.vectorized && !dense)
+      sbc_backward_flat<T, kVec, false>
+          <<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
+    if (!plan.vectorized && dense)
+      sbc_backward_flat<T, 1, true>
+          <<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
+    if (!plan.vectorized && !dense)
+      sbc_backward_flat<T, 1, false>
+          <<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
   } else {
-    sbc_backward_strided<T><<<grid, kThreads, 0, stream>>>(g, x, bias, args, p.layout, n, grad_x, grad_bias_full, partials);
+    sbc_backward_strided<T>
+        <<<grid, kThreads, 0, stream>>>(g, x, bias, args, p.layout, n, grad_x, grad_bias_full, partials);
   }
   if (partials != nullptr && grad_scale != nullptr) {
     sbc_reduce_partials<T><<<1, kThreads, 0, stream>>>(partials, grid, grad_scale);
@@ -555,12 +566,11 @@ cudaError_t backward_t(const SbcBackwardProblem& p, const SbcBackwardPlan& plan,
 }  // namespace
 
 cudaError_t launch_sbc_forward(DType dtype, void* out, const void* x, const void* bias,
-                               const StridedLayout<3>& layout, int64_t numel,
-                               const SbcScalars& scalars, const DeviceInfo& dev,
-                               cudaStream_t stream) {
+                               const StridedLayout<3>& layout, int64_t numel, const SbcScalars& scalars,
+                               const DeviceInfo& dev, cudaStream_t stream) {
   return dispatch_dtype(dtype, [&]<typename T>() {
-    return forward_t(static_cast<T*>(out), static_cast<const T*>(x), static_cast<const T*>(bias),
-                     layout, numel, scalars, dev, stream);
+    return forward_t(static_cast<T*>(out), static_cast<const T*>(x), static_cast<const T*>(bias), layout,
+                     numel, scalars, dev, stream);
   });
 }
 
@@ -576,9 +586,8 @@ SbcBackwardPlan plan_sbc_backward(const SbcBackwardProblem& problem, const Devic
 
 cudaError_t launch_sbc_backward(const SbcBackwardProblem& problem, const SbcBackwardPlan& plan,
                                 void* partials, cudaStream_t stream) {
-  return dispatch_dtype(problem.dtype, [&]<typename T>() {
-    return backward_t<T>(problem, plan, partials, stream);
-  });
+  return dispatch_dtype(problem.dtype,
+                        [&]<typename T>() { return backward_t<T>(problem, plan, partials, stream); });
 }
 
 }  // namespace fusedops::cuda

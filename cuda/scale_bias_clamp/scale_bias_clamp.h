@@ -10,9 +10,8 @@ namespace fusedops::cuda {
 
 // out = clamp(x * scale + bias, lo, hi) over layout (out, x, bias); bias may be null.
 cudaError_t launch_sbc_forward(DType dtype, void* out, const void* x, const void* bias,
-                               const StridedLayout<3>& layout, int64_t numel,
-                               const SbcScalars& scalars, const DeviceInfo& dev,
-                               cudaStream_t stream);
+                               const StridedLayout<3>& layout, int64_t numel, const SbcScalars& scalars,
+                               const DeviceInfo& dev, cudaStream_t stream);
 
 struct SbcBackwardProblem {
   DType dtype;
@@ -22,7 +21,7 @@ struct SbcBackwardProblem {
   const void* x;
   const void* bias;  // null: scalars.bias_value
   SbcScalars scalars;
-  SbcShape shape;    // classify_backward(layout, ...)
+  SbcShape shape;  // classify_backward(layout, ...)
   SbcGrads grads;
 };
 

@@ -26,7 +26,7 @@ struct SbcScalars {
   double bias_value = 0.0;
   double lo = -std::numeric_limits<double>::infinity();  // min, or -inf when None
   double hi = std::numeric_limits<double>::infinity();   // max, or +inf when None
-  bool any_bound = false;                                 // min or max given
+  bool any_bound = false;                                // min or max given
 };
 
 // Clamp and its gradient mask in the op-math type A, as torch.clamp:
@@ -114,8 +114,7 @@ inline SbcShape classify_backward(const StridedLayout<4>& l, bool has_bias, int6
   const int64_t* sb = l.strides[3];
   bool all_zero = true;  // bias the same element everywhere
   for (int d = 0; d < l.ndim; ++d) all_zero = all_zero && sb[d] == 0;
-  if (l.ndim == 1 && sr[0] == 1 && sg[0] == 1 && sx[0] == 1 &&
-      (!has_bias || sb[0] == 0 || sb[0] == 1)) {
+  if (l.ndim == 1 && sr[0] == 1 && sg[0] == 1 && sx[0] == 1 && (!has_bias || sb[0] == 0 || sb[0] == 1)) {
     s.path = SbcPath::Flat;
   } else if (l.ndim == 2 && sr[1] == 1 && sg[1] == 1 && sx[1] == 1 &&
              (!has_bias || (sb[0] == 0 && sb[1] == 1 && (!need_bias || bias_numel == l.sizes[1])))) {
