@@ -4,8 +4,8 @@ JSON, and pip resolving through the result (file:// only, no network, no torch).
 from __future__ import annotations
 
 import hashlib
-import json
 import importlib.util
+import json
 import os
 import re
 import shutil
