@@ -232,11 +232,11 @@ def test_opcheck(device, activation, bounds):
                 dict(activation=activation, min=bounds[0], max=bounds[1]),
             )
     x, w, b = make_operands((4, 6), 7, torch.float32, device)
-    out, aux = torch.ops.fusedops.linear_forward(x, w, b, activation, *bounds)
-    opcheck(torch.ops.fusedops.linear_forward.default, (x, w, b, activation, *bounds))
+    out, aux = torch.ops.fusedops._linear_forward(x, w, b, activation, *bounds)
+    opcheck(torch.ops.fusedops._linear_forward.default, (x, w, b, activation, *bounds))
     saved = aux if aux.numel() else out
     opcheck(
-        torch.ops.fusedops.linear_backward.default,
+        torch.ops.fusedops._linear_backward.default,
         (torch.randn_like(out), x, w, saved, activation, *bounds, [True, True, True]),
     )
 

@@ -239,13 +239,49 @@ def test_opcheck(device, scale_kind, bias_shape):
         bias = None if bias_shape is None else torch.randn(bias_shape, device=device, requires_grad=requires_grad)
         for lo, hi in ((-0.5, 0.5), (None, 0.2), (None, None)):
             opcheck(torch.ops.fusedops.scale_bias_clamp.default, (x, scale, bias, 0.7, 0.1, lo, hi))
+            detached = [None if t is None else t.detach() for t in (x, scale, bias)]
+            opcheck(torch.ops.fusedops._scale_bias_clamp_nograd.default, (*detached, 0.7, 0.1, lo, hi))
     g = torch.randn(5, 7, device=device)
     x = torch.randn(5, 7, device=device)
     scale = torch.tensor(1.5, device=device)
     bias = None if bias_shape is None else torch.randn(bias_shape, device=device)
     for mask in ([True, True, True], [False, True, False], [True, False, True]):
-        opcheck(torch.ops.fusedops.scale_bias_clamp_backward.default,
+        opcheck(torch.ops.fusedops._scale_bias_clamp_backward.default,
                 (g, x, scale, bias, 1.0, 0.0, -0.5, 0.5, mask))
+
+
+def test_backward_op_returns_empty_grads_not_asked_for(device):
+    g = torch.randn(5, 7, device=device)
+    x = torch.randn(5, 7, device=device)
+    bias = torch.randn(7, device=device)
+    for x_in in (x, x[:0]):
+        gx, gs, gb = torch.ops.fusedops._scale_bias_clamp_backward(
+            g[:x_in.shape[0]], x_in, None, bias, 1.0, 0.0, None, None, [False, True, True])
+        assert gx.shape == (0,) and gs.shape == (0,) and gb.shape == (7,)
+        assert gx.device == gs.device == x.device and gx.dtype == gs.dtype == x.dtype
+    assert torch.equal(gb, torch.zeros(7, device=device))  # a sum over no rows
+
+
+def test_calls_without_grad_skip_autograd(device):
+    x = torch.randn(4, 3, device=device, requires_grad=True)
+    bias = torch.randn(3, device=device)
+    with torch.no_grad():
+        assert fusedops.scale_bias_clamp(x, 2.0, bias).grad_fn is None
+    out = fusedops.scale_bias_clamp(x.detach(), torch.tensor(2.0, device=device), bias)
+    assert out.grad_fn is None and not out.requires_grad
+    assert fusedops.scale_bias_clamp(x, 2.0, bias).grad_fn is not None
+
+
+def test_forward_mode_ad_is_refused(device):
+    import torch.autograd.forward_ad as fwAD
+
+    x = torch.randn(4, 3, device=device)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, torch.ones_like(x))
+        with pytest.raises(RuntimeError, match="^fusedops.scale_bias_clamp: forward-mode AD"):
+            fusedops.scale_bias_clamp(dual, 2.0, 0.5)
+        with pytest.raises(RuntimeError, match="^fusedops.scale_bias_clamp: forward-mode AD"):
+            fusedops.scale_bias_clamp(x, 2.0, fwAD.make_dual(x[0], torch.ones_like(x[0])))
 
 
 def test_compile_fullgraph_forward_backward(device):

@@ -1,12 +1,19 @@
-"""fusedops.scale_bias_clamp: the public function.
+"""fusedops.scale_bias_clamp: shape functions, autograd and the public function.
 
-Kernels: cpp/scale_bias_clamp.cpp and cuda/scale_bias_clamp.cpp (ATen glue,
-autograd in C++ until the op moves to the stable ABI).
+Kernels: cpp/scale_bias_clamp/ (schemas, checks, CPU, CUDA glue) and
+cuda/scale_bias_clamp/.
 """
 
 from __future__ import annotations
 
 import torch
+
+from .. import _checks
+
+OP = "scale_bias_clamp"
+_sbc = torch.ops.fusedops.scale_bias_clamp.default
+_sbc_nograd = torch.ops.fusedops._scale_bias_clamp_nograd.default
+_sbc_backward = torch.ops.fusedops._scale_bias_clamp_backward.default
 
 
 def _number_or_tensor(name: str, value: object) -> tuple[torch.Tensor | None, float]:
@@ -39,5 +46,73 @@ def scale_bias_clamp(x: torch.Tensor, scale: torch.Tensor | float, bias: torch.T
     """
     scale_t, scale_v = _number_or_tensor("scale", scale)
     bias_t, bias_v = _number_or_tensor("bias", bias)
-    return torch.ops.fusedops.scale_bias_clamp.default(
-        x, scale_t, bias_t, scale_v, bias_v, _bound("min", min), _bound("max", max))
+    op = _sbc if _checks.needs_autograd(OP, x, scale_t, bias_t) else _sbc_nograd
+    return op(x, scale_t, bias_t, scale_v, bias_v, _bound("min", min), _bound("max", max))
+
+
+def _check(x, scale, bias):
+    """cpp/scale_bias_clamp/scale_bias_clamp.cpp's sbc_check, message for message."""
+    _checks.check_floating(OP, "x", x)
+    if scale is not None:
+        _checks.check_same_dtype_device(OP, "x", x, "scale", scale)
+        if scale.numel() != 1:
+            _checks.fail(OP, f"scale must be a number or a tensor of one element, got shape "
+                             f"{_checks.shape_text(scale.shape)}")
+        if scale.dim() > x.dim():
+            _checks.fail(OP, f"scale of shape {_checks.shape_text(scale.shape)} has more dimensions than x of "
+                             f"shape {_checks.shape_text(x.shape)} (the result must keep x's shape)")
+    if bias is not None:
+        _checks.check_same_dtype_device(OP, "x", x, "bias", bias)
+        lead = x.dim() - bias.dim()
+        if lead < 0 or not all(b == 1 or b == x.shape[lead + d] for d, b in enumerate(bias.shape)):
+            _checks.fail(OP, f"bias of shape {_checks.shape_text(bias.shape)} must broadcast to x of shape "
+                             f"{_checks.shape_text(x.shape)} without changing it "
+                             f"(e.g. x's shape, [C] or [1, C] for x of shape [B, C])")
+
+
+def _shape(x, scale, bias, scale_value=1.0, bias_value=0.0, min=None, max=None):
+    _check(x, scale, bias)
+    return x.new_empty(x.shape)
+
+
+torch.library.register_fake("fusedops::scale_bias_clamp")(_shape)
+torch.library.register_fake("fusedops::_scale_bias_clamp_nograd")(_shape)
+
+
+@torch.library.register_fake("fusedops::_scale_bias_clamp_backward")
+def _backward_shape(grad_out, x, scale, bias, scale_value, bias_value, min, max, output_mask):
+    _check(x, scale, bias)
+    _checks.check_floating(OP, "grad_out", grad_out)
+    _checks.check_same_dtype_device(OP, "x", x, "grad_out", grad_out)
+    if grad_out.shape != x.shape:
+        _checks.fail(OP, f"grad_out of shape {_checks.shape_text(grad_out.shape)} must have x's shape "
+                         f"{_checks.shape_text(x.shape)}")
+    if len(output_mask) != 3:
+        _checks.fail(OP, f"output_mask must have 3 elements, got {len(output_mask)}")
+    # A gradient not asked for (or of a number) comes back with 0 elements.
+    return tuple(x.new_empty(t.shape) if needed and t is not None else x.new_empty(0)
+                 for needed, t in zip(output_mask, (x, scale, bias), strict=True))
+
+
+def _setup_context(ctx, inputs, output):
+    x, scale, bias, *numbers = inputs
+    ctx.save_for_backward(x, scale, bias)
+    ctx.numbers = numbers
+
+
+def _backward(ctx, grad):
+    # The kernel recomputes x * scale + bias (and the clamp mask) from x
+    # instead of saving the output.
+    needed = ctx.needs_input_grad[:3]
+    grads = _sbc_backward(grad, *ctx.saved_tensors, *ctx.numbers, list(needed))
+    return (*(g if need else None for g, need in zip(grads, needed, strict=True)), None, None, None, None)
+
+
+def _no_double_backward(ctx, *grads):
+    raise RuntimeError("fusedops.scale_bias_clamp: double backward is not supported")
+
+
+torch.library.register_autograd("fusedops::scale_bias_clamp", _backward, setup_context=_setup_context)
+# The backward op is not differentiable: a double backward fails loudly
+# instead of giving wrong gradients.
+torch.library.register_autograd("fusedops::_scale_bias_clamp_backward", _no_double_backward)

@@ -1,11 +1,11 @@
-// Launchers of the elementwise kernels of fusedops.linear (cuda/linear.cu);
-// torch-free. The GEMMs themselves go through cuBLASLt in cuda/linear.cpp.
+// Launchers of the elementwise kernels of fusedops.linear (cuda/linear/linear.cu);
+// torch-free. The GEMMs themselves go through cuBLASLt (cpp/linear/lt_gemm_cuda.cpp).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include "cpp/kernel_types.h"
-#include "cpp/linear_math.h"
+#include "cuda/linear/linear_math.h"
 
 namespace fusedops::cuda {
 

@@ -2,7 +2,7 @@
 // (activation and/or clamp, one pass, in place or z -> out) and the gradient
 // at the pre-activation (one pass over grad and the saved tensor).
 #include "cuda/common.cuh"
-#include "cuda/linear_kernel.h"
+#include "cuda/linear/linear.h"
 
 namespace fusedops::cuda {
 namespace {

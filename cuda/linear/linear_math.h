@@ -25,7 +25,7 @@ struct LinearEpilogue {
 
   bool clamps() const { return has_min || has_max; }
   bool identity() const { return act == Activation::None && !clamps(); }
-  // What the backward needs besides x and weight (see linear_saves_aux):
+  // What the backward needs besides x and weight:
   // relu alone is differentiated from its output, like torch's relu; any
   // other activation or a clamp needs the pre-activation z.
   bool needs_aux() const { return act == Activation::Gelu || act == Activation::GeluTanh || clamps(); }

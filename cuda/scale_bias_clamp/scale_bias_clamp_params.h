@@ -1,6 +1,6 @@
 // Torch-free description of one fusedops.scale_bias_clamp call, shared by the
-// CPU kernels (cpp/scale_bias_clamp.cpp) and the CUDA launchers
-// (cuda/scale_bias_clamp.cu).
+// CPU kernels (cpp/scale_bias_clamp/) and the CUDA launchers
+// (cuda/scale_bias_clamp/scale_bias_clamp.cu).
 #pragma once
 
 #include <cstdint>

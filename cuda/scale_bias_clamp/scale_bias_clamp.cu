@@ -11,7 +11,7 @@
 // the partials in a fixed order, so results are bitwise reproducible; no
 // atomics, and the scratch is O(blocks) (O(grid_y * cols) for a [cols] bias).
 #include "cuda/common.cuh"
-#include "cuda/scale_bias_clamp_kernel.h"
+#include "cuda/scale_bias_clamp/scale_bias_clamp.h"
 
 namespace fusedops::cuda {
 namespace {

@@ -1,10 +1,10 @@
-// Launchers of the CUDA scale_bias_clamp kernels (cuda/scale_bias_clamp.cu); torch-free.
+// Launchers of the CUDA scale_bias_clamp kernels (cuda/scale_bias_clamp/scale_bias_clamp.cu); torch-free.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include "cpp/kernel_types.h"
-#include "cpp/scale_bias_clamp_params.h"
+#include "cuda/scale_bias_clamp/scale_bias_clamp_params.h"
 
 namespace fusedops::cuda {
 

@@ -1,0 +1,81 @@
+// fusedops.linear(x, weight, bias, *, activation, min, max)
+//   == clamp(act(F.linear(x, weight, bias)), min, max)
+// Host side of the op: argument checks and the epilogue description, shared by
+// the CPU kernels (linear.cpp) and the CUDA glue (linear_cuda.cpp); the
+// elementwise math is in cuda/linear/, autograd, autocast and the shape
+// functions in src/fusedops/ops/linear.py.
+//
+// Ops (schemas in linear.cpp):
+//   linear           the public op; returns out only.
+//   _linear_nograd   the same kernels without autograd (fusedops.linear calls
+//                    it when no gradient is needed).
+//   _linear_forward  what autograd calls: returns (out, aux), aux = the
+//                    pre-activation z when the backward needs it
+//                    (LinearEpilogue::needs_aux), else an empty tensor.
+//   _linear_backward (grad, x, weight, saved, ...) -> (grad_x, grad_weight,
+//                    grad_bias); saved is aux if needs_aux, out for relu alone,
+//                    unused otherwise. Grads not asked for come back empty.
+// Every op ends with `int cublas_math`: the torch.backends.cuda.matmul flags
+// read by the Python caller (CublasMath), which the stable ABI cannot read.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cpp/common/stable.h"
+#include "cuda/linear/linear_math.h"
+
+namespace fusedops {
+
+using OptTensor = std::optional<Tensor>;
+using OptStr = std::optional<std::string>;
+using OptDouble = std::optional<double>;
+
+// The epilogue named by the op's arguments; rejects an unknown activation.
+LinearEpilogue linear_epilogue(const OptStr& activation, OptDouble min, OptDouble max);
+
+// Checks x [..., in], weight [out, in], bias [out] (dtypes, devices, shapes)
+// and returns the output shape [..., out].
+std::vector<int64_t> linear_output_shape(const Tensor& x, const Tensor& weight, const OptTensor& bias);
+
+inline bool has_bias(const OptTensor& bias) { return bias.has_value() && bias->defined(); }
+
+// Rows of t viewed as a matrix [M, t.size(-1)]: the product of its leading sizes.
+int64_t leading_rows(const Tensor& t);
+
+// grad_x's shape: grad's [..., out] with weight's in_features last.
+std::vector<int64_t> grad_x_shape(const Tensor& grad, const Tensor& weight);
+
+// `t` as the contiguous-or-strided 2-D matrix [leading_rows, last dim] (a view
+// when the strides allow it, as reshape does).
+Tensor as_matrix(const Tensor& t);
+
+// Empty tensor standing for a gradient not asked for or an aux not needed
+// (an undefined tensor cannot cross the stable ABI on every torch).
+inline Tensor no_tensor(const Tensor& like) { return torch::stable::new_empty(like, {0}); }
+
+// torch.backends.cuda.matmul's flags as packed by src/fusedops/ops/linear.py;
+// 0 is torch's default.
+struct CublasMath {
+  bool allow_tf32;     // float32 may use TF32 (allow_tf32)
+  int fp16_reduction;  // torch's CuBLASReductionOption for float16:
+  int bf16_reduction;  // 0 reduced precision, 1 split-K only, 2 neither
+};
+inline CublasMath cublas_math_of(int64_t bits) {
+  return {(bits & 1) != 0, static_cast<int>((bits >> 1) & 3), static_cast<int>((bits >> 3) & 3)};
+}
+
+using LinearForward = std::tuple<Tensor, Tensor>;
+using LinearGrads = std::tuple<Tensor, Tensor, Tensor>;
+
+Tensor linear_cuda(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation, OptDouble min,
+                   OptDouble max, int64_t cublas_math);
+LinearForward linear_forward_cuda(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation,
+                                  OptDouble min, OptDouble max, int64_t cublas_math);
+LinearGrads linear_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& saved,
+                                 OptStr activation, OptDouble min, OptDouble max, std::vector<bool> mask,
+                                 int64_t cublas_math);
+
+}  // namespace fusedops

@@ -1,0 +1,209 @@
+// fusedops.linear on CUDA: GEMMs through cuBLASLt (lt_gemm_cuda.cpp) with
+// bias / activation / bias-gradient epilogues, the rest in one elementwise
+// pass (cuda/linear/); torch's addmm / mm (C shims) where cuBLASLt has no
+// algorithm (float64, odd layouts, empty sizes).
+#include <torch/csrc/inductor/aoti_torch/generated/c_shim_cuda.h>
+
+#include "cpp/common/cuda.h"
+#include "cpp/linear/linear.h"
+#include "cpp/linear/lt_gemm.h"
+#include "cuda/linear/linear.h"
+
+namespace fusedops {
+namespace {
+
+// out[M, N] = a[M, K] . b[K, N] (+ bias) by torch.
+void mm_fallback(const Tensor& out, const Tensor& a, const Tensor& b, const OptTensor& bias = std::nullopt) {
+  if (has_bias(bias)) {
+    STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_cuda_addmm_out(out.get(), bias->get(), a.get(), b.get(), 1.0, 1.0));
+  } else {
+    STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_cuda_mm_out(out.get(), a.get(), b.get()));
+  }
+}
+
+Tensor transpose2d(const Tensor& m) { return torch::stable::transpose(m, 0, 1); }
+
+void run_epilogue(const Tensor& z, const Tensor& out, const LinearEpilogue& e) {
+  cuda::check_cuda("linear", cuda::launch_linear_epilogue(to_dtype(z.scalar_type()), z.const_data_ptr(),
+                                                          out.mutable_data_ptr(), z.numel(), e,
+                                                          cuda::current_stream(z)));
+}
+
+// ---- forward ----------------------------------------------------------------------------
+
+// The forward's buffers, contiguous [M, N]: out, and z (the pre-activation,
+// which is out itself unless the backward needs z apart).
+struct ForwardBuffers {
+  Tensor out, z;
+  bool want_aux;
+};
+
+// Which activation cuBLASLt's epilogue applies. Its GELU is the tanh form;
+// only the half types use it (its fast tanh is below float32's precision).
+// relu with a clamp needs z for the backward, so cuBLASLt leaves it to the pass.
+Activation lt_activation(const LinearEpilogue& e, ScalarType dtype, bool want_aux, int64_t N) {
+  const bool half = dtype == ScalarType::Half || dtype == ScalarType::BFloat16;
+  if (e.act == Activation::Relu && !want_aux) return Activation::Relu;
+  if (e.act == Activation::GeluTanh && half && (!want_aux || N % 8 == 0)) return Activation::GeluTanh;
+  return Activation::None;
+}
+
+cublasLtEpilogue_t lt_epilogue(Activation act, bool with_bias, bool want_aux) {
+  switch (act) {
+    case Activation::Relu: return with_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case Activation::GeluTanh:
+      if (want_aux) return with_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+      return with_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    default: return with_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+
+// The epilogue reads a dense, aligned bias; copying another one costs N
+// elements, far less than a fallback GEMM.
+Tensor dense_bias(const Tensor& bias) {
+  const bool dense = bias.stride(0) == 1 || bias.size(0) == 1;
+  if (dense && lt::alignment_of(bias.const_data_ptr()) >= 16) return bias;
+  Tensor copy = torch::stable::new_empty(bias, {bias.size(0)});
+  torch::stable::copy_(copy, bias);
+  return copy;
+}
+
+// The GEMM and what cuBLASLt can do of the epilogue, then the rest in one
+// pass; false when cuBLASLt has no algorithm (nothing was written).
+bool forward_lt(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, const LinearEpilogue& e,
+                const ForwardBuffers& buf, const CublasMath& math) {
+  std::optional<lt::GemmCall> call = lt::row_major_gemm(buf.out, lt::view_of(x2d),
+                                                        lt::transposed(lt::view_of(weight)));
+  if (!call) return false;
+  Tensor b;
+  if (has_bias(bias)) {
+    b = dense_bias(*bias);
+    call->bias = b.mutable_data_ptr();
+  }
+  const Activation act = lt_activation(e, x2d.scalar_type(), buf.want_aux, call->m);
+  call->epilogue = lt_epilogue(act, has_bias(bias), buf.want_aux);
+  if (act == Activation::GeluTanh && buf.want_aux) {
+    call->aux = buf.z.mutable_data_ptr();
+    call->aux_ld = call->m;
+  }
+  // Without the activation in the GEMM and with an aux, the GEMM writes z and
+  // the pass writes out; otherwise the GEMM writes out and the pass (if any)
+  // works in place.
+  const bool gemm_to_z = buf.want_aux && act == Activation::None;
+  call->d = gemm_to_z ? buf.z.mutable_data_ptr() : buf.out.mutable_data_ptr();
+  if (!lt::lt_gemm(*call, math, x2d)) return false;
+  LinearEpilogue rest = e;
+  if (act != Activation::None) rest.act = Activation::None;
+  if (!rest.identity()) run_epilogue(gemm_to_z ? buf.z : buf.out, buf.out, rest);
+  return true;
+}
+
+// out = clamp(act(x @ weight^T + bias)); with `aux`, also the pre-activation
+// z when the backward needs it (e.needs_aux()).
+Tensor linear_cuda_impl(const Tensor& x, const Tensor& weight, const OptTensor& bias, const LinearEpilogue& e,
+                        Tensor* aux, int64_t cublas_math) {
+  const std::vector<int64_t> shape = linear_output_shape(x, weight, bias);
+  const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
+  const int64_t M = leading_rows(x), N = weight.size(0);
+  ForwardBuffers buf;
+  buf.want_aux = aux != nullptr && e.needs_aux();
+  buf.out = torch::stable::new_empty(x, {M, N});
+  buf.z = buf.want_aux ? torch::stable::new_empty(x, {M, N}) : buf.out;
+  if (buf.out.numel() > 0) {
+    const Tensor x2d = as_matrix(x);
+    if (!forward_lt(x2d, weight, bias, e, buf, cublas_math_of(cublas_math))) {
+      // torch's GEMM (any layout, float64, empty K), then the whole epilogue.
+      mm_fallback(buf.z, x2d, transpose2d(weight), bias);
+      if (!e.identity()) run_epilogue(buf.z, buf.out, e);
+    }
+  }
+  const auto as_output = [&](const Tensor& t) { return shape.size() == 2 ? t : torch::stable::view(t, shape); };
+  if (buf.want_aux) *aux = as_output(buf.z);
+  return as_output(buf.out);
+}
+
+// ---- backward ---------------------------------------------------------------------------
+
+// The gradient at the pre-activation z as a [M, N] matrix (grad itself,
+// viewed, when the epilogue is the identity).
+Tensor grad_z_cuda(const Tensor& grad2d, const Tensor& saved, const LinearEpilogue& e) {
+  if (e.identity()) return grad2d;
+  const int64_t M = grad2d.size(0), N = grad2d.size(1);
+  Tensor grad_z = torch::stable::new_empty(grad2d, {M, N});
+  const Tensor s = torch::stable::contiguous(saved);
+  cuda::check_cuda("linear", cuda::launch_linear_grad_z(to_dtype(grad2d.scalar_type()), grad2d.const_data_ptr(),
+                                                        grad2d.stride(0), grad2d.stride(1), s.const_data_ptr(),
+                                                        grad_z.mutable_data_ptr(), M, N, e,
+                                                        cuda::current_stream(grad2d)));
+  return grad_z;
+}
+
+// grad_x[M, K] = grad_z[M, N] . weight[N, K], in grad's leading shape.
+Tensor grad_x_cuda(const Tensor& grad, const Tensor& grad_z, const Tensor& weight, const CublasMath& math) {
+  const std::vector<int64_t> shape = grad_x_shape(grad, weight);
+  Tensor gx2d = torch::stable::new_empty(grad, {grad_z.size(0), weight.size(1)});
+  if (gx2d.numel() > 0) {
+    std::optional<lt::GemmCall> call = lt::row_major_gemm(gx2d, lt::view_of(grad_z), lt::view_of(weight));
+    if (!call || !lt::lt_gemm(*call, math, grad)) mm_fallback(gx2d, grad_z, weight);
+  }
+  return shape.size() == 2 ? gx2d : torch::stable::view(gx2d, shape);
+}
+
+// grad_w[N, K] = grad_z^T[N, M] . x[M, K]; with `grad_b`, the bias gradient
+// from the same GEMM (BGRADB) when cuBLASLt takes it. Returns whether grad_b
+// was written.
+bool grad_w_cuda(const Tensor& grad_w, const Tensor& grad_z, const Tensor& x, const Tensor* grad_b,
+                 const CublasMath& math) {
+  if (grad_w.numel() == 0) return false;
+  const Tensor x2d = as_matrix(x);
+  std::optional<lt::GemmCall> call =
+      lt::row_major_gemm(grad_w, lt::transposed(lt::view_of(grad_z)), lt::view_of(x2d));
+  if (call && grad_b != nullptr) {
+    call->epilogue = CUBLASLT_EPILOGUE_BGRADB;
+    call->bias = grad_b->mutable_data_ptr();
+  }
+  if (call && lt::lt_gemm(*call, math, grad_w)) return grad_b != nullptr;
+  mm_fallback(grad_w, transpose2d(grad_z), x2d);
+  return false;
+}
+
+}  // namespace
+
+Tensor linear_cuda(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation, OptDouble min,
+                   OptDouble max, int64_t cublas_math) {
+  return linear_cuda_impl(x, weight, bias, linear_epilogue(activation, min, max), nullptr, cublas_math);
+}
+
+LinearForward linear_forward_cuda(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation,
+                                  OptDouble min, OptDouble max, int64_t cublas_math) {
+  const LinearEpilogue e = linear_epilogue(activation, min, max);
+  Tensor aux;
+  Tensor out = linear_cuda_impl(x, weight, bias, e, &aux, cublas_math);
+  return {out, e.needs_aux() ? aux : no_tensor(out)};
+}
+
+LinearGrads linear_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& saved,
+                                 OptStr activation, OptDouble min, OptDouble max, std::vector<bool> mask,
+                                 int64_t cublas_math) {
+  const LinearEpilogue e = linear_epilogue(activation, min, max);
+  const CublasMath math = cublas_math_of(cublas_math);
+  const torch::stable::accelerator::DeviceGuard guard(grad.get_device_index());
+  const Tensor grad_z = grad_z_cuda(as_matrix(grad), saved, e);
+  const int64_t N = grad_z.size(1);
+  const Tensor none = no_tensor(grad);
+  Tensor grad_x = none, grad_w = none, grad_b = none;
+  if (mask[0]) grad_x = grad_x_cuda(grad, grad_z, weight, math);
+  if (mask[2]) grad_b = torch::stable::new_empty(grad, {N});
+  bool grad_b_done = false;
+  if (mask[1]) {
+    grad_w = torch::stable::new_empty(grad, {N, x.size(-1)});
+    grad_b_done = grad_w_cuda(grad_w, grad_z, x, mask[2] ? &grad_b : nullptr, math);
+  }
+  if (mask[2] && !grad_b_done) {
+    const int64_t rows_dim = 0;
+    torch::stable::sum_out(grad_b, grad_z, torch::headeronly::IntHeaderOnlyArrayRef(&rows_dim, 1));
+  }
+  return {grad_x, grad_w, grad_b};
+}
+
+}  // namespace fusedops

@@ -1,0 +1,69 @@
+// cuBLASLt GEMMs of fusedops.linear with cached plans (lt_gemm_cuda.cpp).
+//
+// Layouts. torch tensors are row-major, cuBLASLt is column-major: a row-major
+// C[M, N] is a column-major N x M matrix with ld = N. So a row-major product
+// C = P[M, K] . Q[K, N] is computed as the column-major C^T = Q^T . P^T with
+// m = N, n = M, k = K, cuBLAS A := Q^T and B := P^T (see operand_of). For the
+// forward, P = x[M, K], Q = weight^T: the bias (per output feature) is per
+// row of the column-major D, which is what CUBLASLT_EPILOGUE_BIAS broadcasts.
+// For the weight gradient dW[N, K] = grad_z^T . x, B = grad_z (k = M, n = N),
+// so CUBLASLT_EPILOGUE_BGRADB's reduction over k is the bias gradient.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <optional>
+
+#include "cpp/linear/linear.h"
+
+namespace fusedops::lt {
+
+// One operand of a column-major GEMM: stored rows x cols with leading dim ld,
+// used as op(stored).
+struct Operand {
+  const void* ptr = nullptr;
+  cublasOperation_t op = CUBLAS_OP_N;
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0;
+};
+
+// A row-major view M[rows, cols] with element (r, c) at ptr + r * s0 + c * s1
+// (elements), described without creating a tensor (transposes are free).
+struct MatView {
+  const void* ptr;
+  int64_t rows, cols, s0, s1;
+};
+
+inline MatView view_of(const Tensor& t) {
+  return {t.const_data_ptr(), t.size(0), t.size(1), t.stride(0), t.stride(1)};
+}
+inline MatView transposed(const MatView& v) { return {v.ptr, v.cols, v.rows, v.s1, v.s0}; }
+
+// Largest power of two (<= 256) dividing the address: what cuBLASLt's
+// heuristics assume of a pointer.
+uint32_t alignment_of(const void* p);
+
+// One GEMM request: D (column-major m x n, ldd) = op(A) . op(B) [+ epilogue].
+struct GemmCall {
+  ScalarType dtype;
+  int device;
+  Operand a, b;
+  void* d;
+  int64_t m, n, k, ldd;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  void* bias = nullptr;  // bias (forward) or bias gradient (BGRADB)
+  void* aux = nullptr;   // GELU_AUX: the pre-activation, column-major m x n, ld aux_ld
+  int64_t aux_ld = 0;
+};
+
+// GEMM request for the row-major C[M, N] (contiguous) = P[M, K] . Q[K, N];
+// nullopt when cuBLASLt cannot take it (dtype, sizes, an operand it cannot
+// read in place): the caller falls back to torch's mm.
+std::optional<GemmCall> row_major_gemm(const Tensor& c, const MatView& p, const MatView& q);
+
+// Runs the GEMM on torch's current stream with torch's cuBLAS handle if
+// cuBLASLt has an algorithm for it; false means the caller must fall back
+// (nothing was written). `like` gives the device of the workspace.
+bool lt_gemm(const GemmCall& call, const CublasMath& math, const Tensor& like);
+
+}  // namespace fusedops::lt

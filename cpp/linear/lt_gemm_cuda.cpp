@@ -1,0 +1,320 @@
+// cuBLASLt GEMMs of fusedops.linear: plans (descriptors + the heuristic's
+// algorithm) cached per thread, torch's cuBLAS handle (which cuBLAS documents,
+// and torch's getCurrentCUDABlasLtHandle uses, as a cuBLASLt handle), torch's
+// current stream, and a workspace allocated per call from torch's caching
+// allocator on that stream (so CUDA graph capture records it like any tensor).
+#include "cpp/linear/lt_gemm.h"
+
+#include <torch/csrc/stable/c/shim.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <unordered_map>
+
+#include "cpp/common/cuda.h"
+
+namespace fusedops::lt {
+
+#define FUSEDOPS_LT_CHECK(expr)                                                                          \
+  do {                                                                                                   \
+    const cublasStatus_t fusedops_lt_status = (expr);                                                    \
+    FUSEDOPS_CHECK(fusedops_lt_status == CUBLAS_STATUS_SUCCESS, "linear", "cuBLASLt call ", #expr,        \
+                   " failed: ", cublasLtGetStatusName(fusedops_lt_status), " (",                          \
+                   cublasLtGetStatusString(fusedops_lt_status), ")");                                     \
+  } while (0)
+
+uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (a == 0) return 256;
+  uint32_t align = 1;
+  while (align < 256 && a % (align * 2) == 0) align *= 2;
+  return align;
+}
+
+namespace {
+
+// The operand that equals t^T for a row-major view t[R, C], if cuBLASLt can
+// read it in place: row-major t (unit column stride) is a column-major C x R
+// matrix, used as is; column-major t (unit row stride) is R x C, used
+// transposed.
+std::optional<Operand> operand_of(const MatView& t) {
+  const int64_t rows = t.rows, cols = t.cols;
+  if (t.s1 == 1 || cols == 1) {
+    const int64_t ld = rows == 1 ? cols : t.s0;
+    if (ld < cols || ld < 1) return std::nullopt;
+    return Operand{t.ptr, CUBLAS_OP_N, uint64_t(cols), uint64_t(rows), ld};
+  }
+  if (t.s0 == 1 || rows == 1) {
+    const int64_t ld = cols == 1 ? rows : t.s1;
+    if (ld < rows || ld < 1) return std::nullopt;
+    return Operand{t.ptr, CUBLAS_OP_T, uint64_t(rows), uint64_t(cols), ld};
+  }
+  return std::nullopt;
+}
+
+bool lt_dtype(ScalarType t) { return t == ScalarType::Half || t == ScalarType::BFloat16 || t == ScalarType::Float; }
+
+bool lt_sizes(int64_t m, int64_t n, int64_t k) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  return m >= 1 && n >= 1 && k >= 1 && m <= kMax && n <= kMax && k <= kMax;
+}
+
+}  // namespace
+
+std::optional<GemmCall> row_major_gemm(const Tensor& c, const MatView& p, const MatView& q) {
+  const int64_t M = p.rows, K = p.cols, N = q.cols;
+  if (!lt_dtype(c.scalar_type()) || !lt_sizes(M, N, K)) return std::nullopt;
+  const auto a = operand_of(q);  // Q^T: N x K
+  const auto b = operand_of(p);  // P^T: K x M
+  if (!a || !b) return std::nullopt;
+  GemmCall call{};
+  call.dtype = c.scalar_type();
+  call.device = c.get_device_index();
+  call.a = *a;
+  call.b = *b;
+  call.d = c.mutable_data_ptr();
+  call.m = N;
+  call.n = M;
+  call.k = K;
+  call.ldd = N;
+  return call;
+}
+
+namespace {
+
+// ---- plan keys --------------------------------------------------------------------------
+
+// Everything an algorithm choice depends on.
+struct PlanKey {
+  int32_t device;
+  int32_t dtype;
+  int32_t compute;
+  int32_t epilogue;
+  int32_t trans_a, trans_b;
+  uint32_t reduction_mask;
+  uint32_t align_a, align_b, align_d, align_bias, align_aux;
+  int64_t m, n, k, lda, ldb, ldd, aux_ld;
+  uint64_t workspace;
+
+  bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof(PlanKey)) == 0; }
+};
+static_assert(std::has_unique_object_representations_v<PlanKey>, "PlanKey is hashed bytewise");
+
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    // FNV-1a over the bytes.
+    uint64_t h = 1469598103934665603ull;
+    const auto* p = reinterpret_cast<const unsigned char*>(&k);
+    for (size_t i = 0; i < sizeof(PlanKey); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+bool epilogue_has_bias(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_BGRADB;
+}
+bool epilogue_has_aux(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+// float32 may use TF32 where torch.backends.cuda.matmul.allow_tf32 says so.
+cublasComputeType_t compute_type(ScalarType dtype, const CublasMath& math) {
+  return dtype == ScalarType::Float && math.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+// torch's reduced-precision-reduction settings for the half types, as the
+// reduction schemes cuBLASLt may use.
+uint32_t reduction_mask(ScalarType dtype, const CublasMath& math) {
+  if (dtype != ScalarType::Half && dtype != ScalarType::BFloat16) return CUBLASLT_REDUCTION_SCHEME_MASK;
+  switch (dtype == ScalarType::Half ? math.fp16_reduction : math.bf16_reduction) {
+    case 0: return CUBLASLT_REDUCTION_SCHEME_MASK;
+    case 1: return CUBLASLT_REDUCTION_SCHEME_MASK & ~uint32_t(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
+    default: return CUBLASLT_REDUCTION_SCHEME_NONE;
+  }
+}
+
+// The most workspace an algorithm may ask for: torch's default cuBLASLt
+// workspace (shared with cuBLAS in recent torch): 32 MiB on compute capability
+// 9, 10 and 12, 8 MiB + 128 KiB otherwise; CUBLASLT_WORKSPACE_SIZE (KiB)
+// overrides it as in torch. Read once per device.
+uint64_t workspace_limit(int device) {
+  static const uint64_t env_kib = [] {
+    const char* value = std::getenv("CUBLASLT_WORKSPACE_SIZE");
+    return value != nullptr ? std::strtoull(value, nullptr, 10) : 0ull;
+  }();
+  if (env_kib > 0) return env_kib * 1024;
+  static std::mutex mutex;
+  static std::array<uint64_t, 64> cache{};
+  std::lock_guard<std::mutex> lock(mutex);
+  uint64_t& limit = cache.at(device);
+  if (limit == 0) {
+    int major = 0;
+    cuda::check_cuda("linear", cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    limit = major == 9 || major == 10 || major == 12 ? 32ull << 20 : (8ull << 20) + (128ull << 10);
+  }
+  return limit;
+}
+
+PlanKey plan_key(const GemmCall& c, const CublasMath& math) {
+  PlanKey key;
+  std::memset(&key, 0, sizeof(key));
+  key.device = c.device;
+  key.dtype = static_cast<int32_t>(c.dtype);
+  key.compute = static_cast<int32_t>(compute_type(c.dtype, math));
+  key.epilogue = static_cast<int32_t>(c.epilogue);
+  key.trans_a = c.a.op;
+  key.trans_b = c.b.op;
+  key.reduction_mask = reduction_mask(c.dtype, math);
+  key.align_a = alignment_of(c.a.ptr);
+  key.align_b = alignment_of(c.b.ptr);
+  key.align_d = alignment_of(c.d);
+  key.align_bias = epilogue_has_bias(c.epilogue) ? alignment_of(c.bias) : 0;
+  key.align_aux = epilogue_has_aux(c.epilogue) ? alignment_of(c.aux) : 0;
+  key.m = c.m;
+  key.n = c.n;
+  key.k = c.k;
+  key.lda = c.a.ld;
+  key.ldb = c.b.ld;
+  key.ldd = c.ldd;
+  key.aux_ld = c.aux_ld;
+  key.workspace = workspace_limit(c.device);
+  return key;
+}
+
+// ---- plans ------------------------------------------------------------------------------
+
+// Descriptors and the chosen algorithm for one PlanKey; `ok` is false when
+// cuBLASLt has no algorithm for it (the caller falls back).
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+  bool ok = false;
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+void set_pointers(cublasLtMatmulDesc_t desc, const GemmCall& c) {
+  if (epilogue_has_bias(c.epilogue)) {
+    FUSEDOPS_LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias,
+                                                     sizeof(c.bias)));
+  }
+  if (epilogue_has_aux(c.epilogue)) {
+    FUSEDOPS_LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux,
+                                                     sizeof(c.aux)));
+  }
+}
+
+template <typename T>
+void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
+  FUSEDOPS_LT_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)));
+}
+
+template <typename T>
+void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute, const T& value) {
+  FUSEDOPS_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)));
+}
+
+// The matmul descriptor and the A, B, D layouts of `c`.
+void describe(Plan& plan, const GemmCall& c, const PlanKey& key) {
+  const cudaDataType_t type = c.dtype == ScalarType::Half       ? CUDA_R_16F
+                              : c.dtype == ScalarType::BFloat16 ? CUDA_R_16BF
+                                                                : CUDA_R_32F;
+  FUSEDOPS_LT_CHECK(cublasLtMatmulDescCreate(&plan.desc, static_cast<cublasComputeType_t>(key.compute), CUDA_R_32F));
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(c.a.op));
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(c.b.op));
+  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(c.epilogue));
+  if (epilogue_has_aux(c.epilogue)) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, c.aux_ld);
+  // The heuristic reads the alignment of these pointers (part of the key).
+  set_pointers(plan.desc, c);
+  FUSEDOPS_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.a, type, c.a.rows, c.a.cols, c.a.ld));
+  FUSEDOPS_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.b, type, c.b.rows, c.b.cols, c.b.ld));
+  FUSEDOPS_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.d, type, c.m, c.n, c.ldd));
+}
+
+std::unique_ptr<Plan> make_plan(const GemmCall& c, const PlanKey& key, cublasLtHandle_t handle) {
+  auto plan = std::make_unique<Plan>();
+  describe(*plan, c, key);
+  cublasLtMatmulPreference_t pref = nullptr;
+  FUSEDOPS_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
+                        decltype(&cublasLtMatmulPreferenceDestroy)>
+      pref_owner(pref, &cublasLtMatmulPreferenceDestroy);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, key.workspace);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, key.reduction_mask);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d);
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &found);
+  // NOT_SUPPORTED (or no result) means no algorithm fits: fall back. Any
+  // other failure is a bug worth reporting.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) return plan;
+  FUSEDOPS_LT_CHECK(status);
+  if (result.state != CUBLAS_STATUS_SUCCESS) return plan;
+  plan->algo = result.algo;
+  plan->workspace = result.workspaceSize;
+  plan->ok = true;
+  return plan;
+}
+
+// torch's cuBLAS handle for the current device (the caller's device guard),
+// which cuBLAS documents to be usable as a cuBLASLt handle: torch's own
+// getCurrentCUDABlasLtHandle is this cast on CUDA.
+cublasLtHandle_t current_handle() {
+  void* handle = nullptr;
+  STABLE_TORCH_ERROR_CODE_CHECK(torch_get_current_cuda_blas_handle(&handle));
+  return reinterpret_cast<cublasLtHandle_t>(handle);
+}
+
+// Plans per thread (no lock on the hot path; autograd's device threads get
+// their own), keyed by everything the algorithm depends on, so repeated calls
+// skip descriptor creation and the heuristic search.
+using PlanCache = std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>;
+constexpr size_t kMaxPlans = 1024;
+
+}  // namespace
+
+bool lt_gemm(const GemmCall& c, const CublasMath& math, const Tensor& like) {
+  static thread_local PlanCache cache;
+  const PlanKey key = plan_key(c, math);
+  const cublasLtHandle_t handle = current_handle();
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= kMaxPlans) cache.clear();
+    it = cache.emplace(key, make_plan(c, key, handle)).first;
+  }
+  Plan& plan = *it->second;
+  if (!plan.ok) return false;
+  set_pointers(plan.desc, c);
+  Tensor workspace;
+  if (plan.workspace > 0) {
+    workspace = torch::stable::new_empty(like, {static_cast<int64_t>(plan.workspace)}, ScalarType::Byte);
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  FUSEDOPS_LT_CHECK(cublasLtMatmul(handle, plan.desc, &alpha, c.a.ptr, plan.a, c.b.ptr, plan.b, &beta, c.d, plan.d,
+                                   c.d, plan.d, &plan.algo, plan.workspace > 0 ? workspace.mutable_data_ptr() : nullptr,
+                                   plan.workspace, cuda::current_stream(like)));
+  return true;
+}
+
+}  // namespace fusedops::lt

@@ -1,0 +1,181 @@
+// fusedops.scale_bias_clamp: schemas, checks, the set-up every backend shares,
+// registrations.
+//   scale_bias_clamp            the public op; Python
+//                               (src/fusedops/ops/scale_bias_clamp.py) registers
+//                               its autograd and shape function
+//   _scale_bias_clamp_nograd    the same kernels without autograd, which
+//                               fusedops.scale_bias_clamp calls when no
+//                               gradient is needed (no Python autograd cost)
+//   _scale_bias_clamp_backward  the gradients asked for by output_mask; the
+//                               others come back as 0-element tensors
+#include "cpp/scale_bias_clamp/scale_bias_clamp.h"
+
+#include <array>
+
+#include "cpp/common/cuda_registration.h"
+
+namespace fusedops {
+
+void sbc_check(const Tensor& x, const OptTensor& scale, const OptTensor& bias) {
+  check_floating(kSbc, "x", x);
+  if (scale.has_value()) {
+    check_same_dtype_device(kSbc, "x", x, "scale", *scale);
+    FUSEDOPS_CHECK(scale->numel() == 1, kSbc, "scale must be a number or a tensor of one element, got shape ",
+                   ShapeText{scale->sizes()});
+    FUSEDOPS_CHECK(scale->dim() <= x.dim(), kSbc, "scale of shape ", ShapeText{scale->sizes()},
+                   " has more dimensions than x of shape ", ShapeText{x.sizes()},
+                   " (the result must keep x's shape)");
+  }
+  if (bias.has_value()) {
+    check_same_dtype_device(kSbc, "x", x, "bias", *bias);
+    const auto sx = x.sizes(), sb = bias->sizes();
+    const int64_t lead = static_cast<int64_t>(sx.size()) - static_cast<int64_t>(sb.size());
+    bool ok = lead >= 0;
+    for (size_t d = 0; ok && d < sb.size(); ++d) ok = sb[d] == 1 || sb[d] == sx[lead + d];
+    FUSEDOPS_CHECK(ok, kSbc, "bias of shape ", ShapeText{sb}, " must broadcast to x of shape ", ShapeText{sx},
+                   " without changing it (e.g. x's shape, [C] or [1, C] for x of shape [B, C])");
+  }
+}
+
+void sbc_check_backward(const Tensor& grad_out, const Tensor& x, const OptTensor& scale, const OptTensor& bias) {
+  sbc_check(x, scale, bias);
+  check_floating(kSbc, "grad_out", grad_out);
+  check_same_dtype_device(kSbc, "x", x, "grad_out", grad_out);
+  FUSEDOPS_CHECK(grad_out.sizes().equals(x.sizes()), kSbc, "grad_out of shape ", ShapeText{grad_out.sizes()},
+                 " must have x's shape ", ShapeText{x.sizes()});
+}
+
+namespace {
+
+SbcScalars sbc_scalars(const OptTensor& scale, double scale_value, double bias_value, std::optional<double> min,
+                       std::optional<double> max) {
+  SbcScalars s;
+  s.scale = scale.has_value() ? scale->const_data_ptr() : nullptr;
+  s.scale_value = scale_value;
+  s.bias_value = bias_value;
+  if (min.has_value()) s.lo = *min;
+  if (max.has_value()) s.hi = *max;
+  s.any_bound = min.has_value() || max.has_value();
+  return s;
+}
+
+// The layout over x's shape of a contiguous x-shaped output (operand 0) and
+// `inputs` broadcast to it. A missing input (null: a bias given as a number,
+// which the kernels do not read) gets zero strides, so it costs no tensor.
+// Past kMaxDims dims after coalescing, the inputs are replaced by dense copies
+// (as elementwise_layout does), so the layout always fits.
+template <int N>
+StridedLayout<N> sbc_layout(const Tensor& x, std::array<Tensor*, N - 1> inputs) {
+  const auto shape = x.sizes();
+  const int ndim = static_cast<int>(shape.size());
+  std::array<std::vector<int64_t>, N> strides;
+  strides[0].assign(ndim, 1);
+  for (int d = ndim - 2; d >= 0; --d) strides[0][d] = strides[0][d + 1] * shape[d + 1];
+  std::array<const int64_t*, N> pointers{strides[0].data()};
+  for (int k = 1; k < N; ++k) {
+    strides[k].assign(ndim, 0);
+    if (const Tensor* t = inputs[k - 1]) {
+      broadcast_strides(static_cast<int>(t->dim()), t->sizes().data(), t->strides().data(), ndim,
+                        strides[k].data());
+    }
+    pointers[k] = strides[k].data();
+  }
+  StridedLayout<N> layout;
+  if (coalesce<N>(ndim, shape.data(), pointers, layout)) return layout;
+  for (Tensor* t : inputs) {
+    if (t == nullptr) continue;
+    Tensor dense = torch::stable::new_empty(*t, shape);
+    torch::stable::copy_(dense, *t);
+    *t = dense;
+  }
+  return sbc_layout<N>(x, inputs);
+}
+
+// torch's sum_to: `full` (x's shape) summed over the dims that a tensor of
+// `sizes` lacks or broadcasts along.
+Tensor sum_to(const Tensor& full, const std::vector<int64_t>& sizes) {
+  const auto shape = full.sizes();
+  const int64_t lead = static_cast<int64_t>(shape.size()) - static_cast<int64_t>(sizes.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < lead || (sizes[d - lead] == 1 && shape[d] != 1)) dims.push_back(d);
+  }
+  if (dims.empty()) return full;  // already of `sizes` (an empty list would sum everything)
+  const Tensor sum = torch::stable::sum(full, dims, /*keepdim=*/true);
+  return lead > 0 ? torch::stable::view(sum, sizes) : sum;
+}
+
+}  // namespace
+
+SbcForwardSetup sbc_forward_setup(const Tensor& x, const OptTensor& scale, const OptTensor& bias,
+                                  double scale_value, double bias_value, std::optional<double> min,
+                                  std::optional<double> max) {
+  sbc_check(x, scale, bias);
+  SbcForwardSetup s{torch::stable::new_empty(x, x.sizes()), x, bias, StridedLayout<3>{},
+                    sbc_scalars(scale, scale_value, bias_value, min, max)};
+  if (s.out.numel() > 0) s.layout = sbc_layout<3>(x, {&s.x, s.bias ? &*s.bias : nullptr});
+  return s;
+}
+
+SbcBackwardSetup sbc_backward_setup(const Tensor& grad_out, const Tensor& x, const OptTensor& scale,
+                                    const OptTensor& bias, double scale_value, double bias_value,
+                                    std::optional<double> min, std::optional<double> max,
+                                    const std::vector<bool>& mask) {
+  sbc_check_backward(grad_out, x, scale, bias);
+  FUSEDOPS_CHECK(mask.size() == 3, kSbc, "output_mask must have 3 elements, got ", mask.size());
+  const bool need_scale = mask[1] && scale.has_value(), need_bias = mask[2] && bias.has_value();
+  SbcBackwardSetup s(grad_out, x, bias);
+  s.scalars = sbc_scalars(scale, scale_value, bias_value, min, max);
+  s.numel = x.numel();
+  if (mask[0]) s.grad_x = torch::stable::new_empty(x, x.sizes());
+  if (s.numel == 0) {  // sums over no elements
+    if (need_scale) s.grad_scale = torch::stable::new_zeros(x, scale->sizes());
+    if (need_bias) s.grad_bias = torch::stable::new_zeros(x, bias->sizes());
+    return s;
+  }
+  if (need_scale) s.grad_scale = torch::stable::new_empty(x, scale->sizes());
+  s.layout = sbc_layout<4>(x, {&s.grad_out, &s.x, s.bias ? &*s.bias : nullptr});
+  s.shape = classify_backward(s.layout, bias.has_value(), bias ? bias->numel() : 0, need_bias);
+  if (s.shape.bias_grad == SbcBiasGrad::Full) {
+    const auto sizes = bias->sizes();
+    s.bias_sizes.assign(sizes.begin(), sizes.end());
+    s.grad_bias_full = torch::stable::new_empty(x, x.sizes());
+  } else if (need_bias) {
+    s.grad_bias = torch::stable::new_empty(x, bias->sizes());
+  }
+  auto pointer = [](OptTensor& t) { return t ? t->data_ptr() : nullptr; };
+  s.grads = {pointer(s.grad_x), pointer(s.grad_bias_full), pointer(s.grad_scale), pointer(s.grad_bias)};
+  return s;
+}
+
+SbcGradTensors sbc_backward_finish(const SbcBackwardSetup& s) {
+  const std::vector<int64_t> none{0};
+  auto or_empty = [&](const OptTensor& t) { return t ? *t : torch::stable::new_empty(s.x, none); };
+  return {or_empty(s.grad_x), or_empty(s.grad_scale),
+          s.grad_bias_full ? sum_to(*s.grad_bias_full, s.bias_sizes) : or_empty(s.grad_bias)};
+}
+
+STABLE_TORCH_LIBRARY_FRAGMENT(fusedops, m) {
+  // clamp(x * scale + bias, min, max); scale_value / bias_value stand in for a
+  // scale / bias given as a number (the tensor is then None).
+  m.def("scale_bias_clamp(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., float bias_value=0., "
+        "float? min=None, float? max=None) -> Tensor");
+  m.def("_scale_bias_clamp_nograd(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., "
+        "float bias_value=0., float? min=None, float? max=None) -> Tensor");
+  m.def("_scale_bias_clamp_backward(Tensor grad_out, Tensor x, Tensor? scale, Tensor? bias, float scale_value, "
+        "float bias_value, float? min, float? max, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(fusedops, CPU, m) {
+  m.impl("scale_bias_clamp", TORCH_BOX(&sbc_cpu));
+  m.impl("_scale_bias_clamp_nograd", TORCH_BOX(&sbc_cpu));
+  m.impl("_scale_bias_clamp_backward", TORCH_BOX(&sbc_backward_cpu));
+}
+
+STABLE_TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {
+  m.impl("scale_bias_clamp", FUSEDOPS_CUDA_KERNEL(kSbc, sbc_cuda));
+  m.impl("_scale_bias_clamp_nograd", FUSEDOPS_CUDA_KERNEL(kSbc, sbc_cuda));
+  m.impl("_scale_bias_clamp_backward", FUSEDOPS_CUDA_KERNEL(kSbc, sbc_backward_cuda));
+}
+
+}  // namespace fusedops
