@@ -429,6 +429,7 @@ if ((CUDA)); then
     # A CPU wheel runs under any torch from the ABI target on; info says which
     # wheel CUDA tensors need.
     quiet_pip "$W/v-cuda" install --quiet --no-deps --force-reinstall "$CPU_WHEEL"
+    : >"$W/info.out"
     if "$W/v-cuda/bin/python" -c "$SMOKE" "$CPU_VERSION" "$W/v-cuda/" >&2 &&
         "$W/v-cuda/bin/python" -m fusedops info >"$W/info.out" 2>&1 &&
         grep -qE "^NOTE: this cpu wheel runs here, but CUDA tensors need the $CUDA_VARIANT wheel" "$W/info.out"; then
