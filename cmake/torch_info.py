@@ -7,11 +7,9 @@ tools/build/cuda_probe.py, the same code that made the wheel's version label.
 """
 
 import os
-import re
 import sys
 
 import torch
-import torch.utils.cpp_extension as cpp_extension
 
 
 def cmake_path(path: str) -> str:
@@ -22,29 +20,10 @@ root = os.path.dirname(torch.__file__)
 values = {
     "TORCH_VERSION": torch.__version__,
     "TORCH_CUDA_VERSION": torch.version.cuda or "",
-    "TORCH_INCLUDE_DIRS": ";".join(cmake_path(p) for p in cpp_extension.include_paths()),
+    # The stable ABI's headers (torch/csrc/stable, torch/headeronly) and torch's C shim.
+    "TORCH_INCLUDE_DIRS": cmake_path(os.path.join(root, "include")),
     "TORCH_LIBRARY_DIR": cmake_path(os.path.join(root, "lib")),
-    "TORCH_CXX11_ABI": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
 }
-
-# With torch's OpenMP backend, at::parallel_for is an inline OpenMP loop that
-# runs on one thread unless the extension is compiled with OpenMP too.
-with open(os.path.join(root, "include", "ATen", "Config.h")) as config:
-    openmp = re.search(r"#define\s+AT_PARALLEL_OPENMP\s+1\b", config.read()) is not None
-values["TORCH_PARALLEL_OPENMP"] = str(int(openmp))
-
-# A CUDA torch from pip finds cuBLAS, cuSPARSE, ... headers in the nvidia/cu*
-# wheels beside it; torch's CUDA headers include them.
-nvidia_includes = []
-for entry in sys.path:
-    nvidia = os.path.join(entry, "nvidia")
-    if not os.path.isdir(nvidia):
-        continue
-    for sub in sorted(os.listdir(nvidia)):
-        include = os.path.join(nvidia, sub, "include")
-        if os.path.isdir(include):
-            nvidia_includes.append(cmake_path(include))
-values["TORCH_NVIDIA_INCLUDE_DIRS"] = ";".join(nvidia_includes)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "build"))
 import cuda_probe  # noqa: E402

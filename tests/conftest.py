@@ -1,5 +1,17 @@
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
 import torch
+
+# torch.compile's on-disk caches outlive a rebuild of fusedops, and a cached
+# backward graph names the internal ops it calls: a graph cached by another
+# build (0.1 called them scale_bias_clamp_backward, ...) must not run here.
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="fusedops-tests-inductor-")
+    atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)
 
 CUDA = torch.cuda.is_available()
 

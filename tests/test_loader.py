@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 import fusedops
 from fusedops import _loader
@@ -84,13 +83,3 @@ def test_build_info_describes_this_binary():
     assert info["abi_target"] == "2.10" and info["index_url"].startswith("http")
     assert info["build_type"] and info["compiler"]
     assert bool(info["cuda_archs"]) == bool(info["cuda"]) == (info["variant"] != "cpu")
-
-
-def test_cpu_kernels_run_on_torchs_intra_op_threads():
-    """With torch's OpenMP (or native) parallel backend, at::parallel_for in the
-    library must be the parallel one: built without OpenMP it silently runs
-    every CPU kernel on the calling thread."""
-    backend = next(line for line in torch.__config__.parallel_info().splitlines()
-                   if line.startswith("ATen parallel backend:"))
-    parallel = "OpenMP" in backend or "native" in backend
-    assert fusedops._C.intra_op_parallel == int(parallel), backend

@@ -13,7 +13,10 @@
 # the checkout, absolute paths and pytest options kept). compute-sanitizer is looked up on PATH, in
 # CUDA_HOME, /usr/local/cuda and NVIDIA's pip wheels (COMPUTE_SANITIZER=...
 # to name it). GPU_CHECK_TESTS=0 / GPU_CHECK_BENCH=0 skip the full test suite /
-# the benchmark (e.g. a sanitizer-only run). OUTDIR gets at most 8 files.
+# the benchmark (e.g. a sanitizer-only run). GPU_CHECK_AB_BASELINE=DIR (a
+# source tree) adds an A/B bench of that tree against this checkout in
+# GPU_CHECK_AB_ROUNDS rotated rounds (bench options: GPU_CHECK_AB_ARGS) into
+# OUTDIR/ab/. OUTDIR gets at most 8 files and the ab/ folder.
 set -uo pipefail
 
 out=${1:?usage: tools/gpu_check.sh OUTDIR}
@@ -123,5 +126,27 @@ else
   echo "   skipped (GPU_CHECK_BENCH=0)"
 fi
 
-echo "gpu_check: tests exit $tests_status, sanitizer exit $sanitizer_status, bench exit $bench_status; results in $out"
-[ "$tests_status" -eq 0 ] && [ "$sanitizer_status" -eq 0 ] && [ "$bench_status" -eq 0 ]
+ab_status=0
+if [ -n "${GPU_CHECK_AB_BASELINE:-}" ]; then
+  # The same bench run alternately on a baseline build (a source tree, e.g.
+  # `git archive` of an older commit) and this checkout: see benchmarks/ab.py.
+  echo "== A/B: $GPU_CHECK_AB_BASELINE (a) against this checkout (b) -> ab/"
+  sites=${TMPDIR:-/tmp}/fusedops-ab
+  rm -rf "$sites" && mkdir -p ab "$sites"
+  for side in a b; do
+    source_dir=$repo
+    [ "$side" = a ] && source_dir=$GPU_CHECK_AB_BASELINE
+    FUSEDOPS_CUDA=ON FUSEDOPS_CUDA_ARCHS=$arch "$python" -m pip install --no-build-isolation --no-deps \
+      --target "$sites/$side" "$source_dir" >"ab/build-$side.log" 2>&1 || { tail -30 "ab/build-$side.log"; ab_status=1; }
+  done
+  if [ "$ab_status" -eq 0 ]; then
+    # shellcheck disable=SC2086  # GPU_CHECK_AB_ARGS is a list of bench options
+    "$python" "$repo/benchmarks/ab.py" --a "$sites/a" --b "$sites/b" --rounds "${GPU_CHECK_AB_ROUNDS:-2}" \
+      --out ab -- ${GPU_CHECK_AB_ARGS:-} 2>&1 | tee ab/ab.log
+    ab_status=${PIPESTATUS[0]}
+  fi
+fi
+
+echo "gpu_check: tests exit $tests_status, sanitizer exit $sanitizer_status, bench exit $bench_status," \
+  "A/B exit $ab_status; results in $out"
+[ "$tests_status" -eq 0 ] && [ "$sanitizer_status" -eq 0 ] && [ "$bench_status" -eq 0 ] && [ "$ab_status" -eq 0 ]

@@ -17,7 +17,8 @@ namespace fusedops::cuda {
 // torch::stable Stream's id() is not one).
 inline cudaStream_t current_stream(const Tensor& t) {
   void* stream = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(t.get_device_index(), &stream));
+  FUSEDOPS_CHECK(aoti_torch_get_current_cuda_stream(t.get_device_index(), &stream) == AOTI_TORCH_SUCCESS,
+                 "cuda", "torch could not give its current CUDA stream");
   return static_cast<cudaStream_t>(stream);
 }
 

@@ -5,7 +5,7 @@
 #include <array>
 #include <cstdint>
 
-#include "cpp/kernel_types.h"
+#include "cuda/common/kernel_types.h"
 
 namespace fusedops {
 

@@ -16,7 +16,7 @@
 #include <torch/headeronly/core/ScalarType.h>
 
 #include "cpp/common/layout.h"
-#include "cpp/kernel_types.h"
+#include "cuda/common/kernel_types.h"
 
 namespace fusedops {
 

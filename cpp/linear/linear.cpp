@@ -86,9 +86,9 @@ namespace {
 // out[M, N] = a[M, K] . b[K, N] (+ bias).
 void mm_cpu(const Tensor& out, const Tensor& a, const Tensor& b, const OptTensor& bias = std::nullopt) {
   if (has_bias(bias)) {
-    STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_cpu_addmm_out(out.get(), bias->get(), a.get(), b.get(), 1.0, 1.0));
+    TORCH_ERROR_CODE_CHECK(aoti_torch_cpu_addmm_out(out.get(), bias->get(), a.get(), b.get(), 1.0, 1.0));
   } else {
-    STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_cpu_mm_out(out.get(), a.get(), b.get()));
+    TORCH_ERROR_CODE_CHECK(aoti_torch_cpu_mm_out(out.get(), a.get(), b.get()));
   }
 }
 
@@ -101,7 +101,7 @@ void gelu_cpu(const Tensor& z, const Tensor& out, Activation act) {
   std::array<StableIValue, 3> stack{torch::stable::detail::from(z),
                                     torch::stable::detail::from(std::string(act == Activation::Gelu ? "none" : "tanh")),
                                     torch::stable::detail::from(out)};
-  STABLE_TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::gelu", "out", stack.data(), TORCH_ABI_VERSION));
+  TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::gelu", "out", stack.data(), TORCH_ABI_VERSION));
   (void)torch::stable::detail::to<Tensor>(stack[0]);  // releases the returned reference to out
 }
 

@@ -15,9 +15,9 @@ namespace {
 // out[M, N] = a[M, K] . b[K, N] (+ bias) by torch.
 void mm_fallback(const Tensor& out, const Tensor& a, const Tensor& b, const OptTensor& bias = std::nullopt) {
   if (has_bias(bias)) {
-    STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_cuda_addmm_out(out.get(), bias->get(), a.get(), b.get(), 1.0, 1.0));
+    TORCH_ERROR_CODE_CHECK(aoti_torch_cuda_addmm_out(out.get(), bias->get(), a.get(), b.get(), 1.0, 1.0));
   } else {
-    STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_cuda_mm_out(out.get(), a.get(), b.get()));
+    TORCH_ERROR_CODE_CHECK(aoti_torch_cuda_mm_out(out.get(), a.get(), b.get()));
   }
 }
 

@@ -282,7 +282,7 @@ std::unique_ptr<Plan> make_plan(const GemmCall& c, const PlanKey& key, cublasLtH
 // getCurrentCUDABlasLtHandle is this cast on CUDA.
 cublasLtHandle_t current_handle() {
   void* handle = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(torch_get_current_cuda_blas_handle(&handle));
+  TORCH_ERROR_CODE_CHECK(torch_get_current_cuda_blas_handle(&handle));
   return reinterpret_cast<cublasLtHandle_t>(handle);
 }
 

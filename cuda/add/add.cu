@@ -1,5 +1,5 @@
 #include "cuda/add/add.h"
-#include "cuda/elementwise.cuh"
+#include "cuda/common/elementwise.cuh"
 
 namespace fusedops::cuda {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cpp/kernel_types.h"
+#include "cuda/common/kernel_types.h"
 
 namespace fusedops::cuda {
 

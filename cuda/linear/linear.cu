@@ -1,7 +1,7 @@
 // Elementwise kernels of fusedops.linear: the epilogue the GEMM could not do
 // (activation and/or clamp, one pass, in place or z -> out) and the gradient
 // at the pre-activation (one pass over grad and the saved tensor).
-#include "cuda/common.cuh"
+#include "cuda/common/common.cuh"
 #include "cuda/linear/linear.h"
 
 namespace fusedops::cuda {

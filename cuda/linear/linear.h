@@ -4,7 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cpp/kernel_types.h"
+#include "cuda/common/kernel_types.h"
 #include "cuda/linear/linear_math.h"
 
 namespace fusedops::cuda {

@@ -10,7 +10,7 @@
 // broadcast dims), in float (double for float64). A second tiny kernel adds
 // the partials in a fixed order, so results are bitwise reproducible; no
 // atomics, and the scratch is O(blocks) (O(grid_y * cols) for a [cols] bias).
-#include "cuda/common.cuh"
+#include "cuda/common/common.cuh"
 #include "cuda/scale_bias_clamp/scale_bias_clamp.h"
 
 namespace fusedops::cuda {

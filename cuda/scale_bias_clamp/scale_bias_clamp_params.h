@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "cpp/kernel_types.h"
+#include "cuda/common/kernel_types.h"
 
 #if defined(__CUDACC__)
 #define FUSEDOPS_HD __host__ __device__ __forceinline__

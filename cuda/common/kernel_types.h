@@ -1,6 +1,5 @@
-// Plain types shared by the host glue and the kernels. Nothing here knows
-// torch, so CUDA kernels (cuda/*.cu) compile without torch headers and a later
-// build against torch's stable ABI changes glue only.
+// Plain types shared by the host glue (cpp/) and the kernels (cuda/). Nothing
+// here knows torch: the kernels compile without torch headers.
 #pragma once
 
 #include <cstdint>

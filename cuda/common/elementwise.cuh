@@ -1,7 +1,7 @@
 // Binary elementwise kernels: out = f(a, b) over a StridedLayout<3>.
 #pragma once
 
-#include "cuda/common.cuh"
+#include "cuda/common/common.cuh"
 
 namespace fusedops::cuda {
 

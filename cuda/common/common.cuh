@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cpp/kernel_types.h"
+#include "cuda/common/kernel_types.h"
 
 namespace fusedops::cuda {
 
