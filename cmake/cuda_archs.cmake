@@ -1,21 +1,36 @@
 # One arch list, one source of gencode flags: FUSEDOPS_CUDA_ARCHS, else
-# TORCH_CUDA_ARCH_LIST, else a default per CUDA version that covers current
-# GPUs and embeds PTX of the newest arch for forward compatibility. The list is
-# turned into CMAKE's CUDA_ARCHITECTURES ("9.0" -> 90-real, "12.0+PTX" -> 120,
-# i.e. SASS plus PTX); torch's own arch flags are never used.
+# TORCH_CUDA_ARCH_LIST, else the list of the wheel variant of this nvcc's CUDA
+# major in tools/wheel_matrix.json (variants.cu<major>.archs), the same list
+# the published wheels are built with: SASS for each arch and PTX of the newest
+# for forward compatibility. The list is turned into CMake's
+# CUDA_ARCHITECTURES ("9.0" -> 90-real, "12.0+PTX" -> 120, i.e. SASS plus
+# PTX); torch's own arch flags are never used.
+function(fusedops_default_cuda_archs out)
+  set(matrix_file "${PROJECT_SOURCE_DIR}/tools/wheel_matrix.json")
+  if(NOT CMAKE_CUDA_COMPILER_VERSION MATCHES "^([0-9]+)\\.")
+    message(FATAL_ERROR "fusedops: cannot read the CUDA major of nvcc '${CMAKE_CUDA_COMPILER_VERSION}'")
+  endif()
+  set(variant "cu${CMAKE_MATCH_1}")
+  file(READ "${matrix_file}" matrix)
+  string(JSON archs ERROR_VARIABLE error GET "${matrix}" variants ${variant} archs)
+  if(error OR archs STREQUAL "" OR archs STREQUAL "NOTFOUND")
+    string(JSON known ERROR_VARIABLE ignored GET "${matrix}" variants)
+    message(FATAL_ERROR
+      "fusedops: nvcc ${CMAKE_CUDA_COMPILER_VERSION} is CUDA ${CMAKE_MATCH_1}, and ${matrix_file} "
+      "has no arch list for a '${variant}' variant (${error}). Set FUSEDOPS_CUDA_ARCHS "
+      "(e.g. -DFUSEDOPS_CUDA_ARCHS=9.0 or the environment variable), or add the variant there.")
+  endif()
+  message(STATUS "fusedops: default CUDA archs of the ${variant} variant (tools/wheel_matrix.json)")
+  set(${out} "${archs}" PARENT_SCOPE)
+endfunction()
+
 function(fusedops_cuda_architectures out_architectures out_list)
   set(archs "${FUSEDOPS_CUDA_ARCHS}")
   if(NOT archs)
     set(archs "$ENV{TORCH_CUDA_ARCH_LIST}")
   endif()
   if(NOT archs)
-    if(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.8)
-      set(archs "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX")
-    elseif(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 11.8)
-      set(archs "7.5;8.0;8.6;8.9;9.0+PTX")
-    else()
-      set(archs "7.0;7.5;8.0;8.6+PTX")
-    endif()
+    fusedops_default_cuda_archs(archs)
   endif()
   string(REPLACE " " ";" archs "${archs}")
   set(result "")

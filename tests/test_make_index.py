@@ -1,10 +1,11 @@
-"""tools/make_index.py on fake wheels: tree layout, hashes, PEP 658 files, and pip
-resolving through the result (file:// only, no network, no torch)."""
+"""tools/make_index.py on fake wheels: per-variant trees, hashes, PEP 658 files, PEP 691
+JSON, and pip resolving through the result (file:// only, no network, no torch)."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -47,9 +48,11 @@ def sha(path: Path) -> str:
 @pytest.fixture
 def tree(tmp_path: Path) -> tuple[Path, Path]:
     wheels = tmp_path / "dist"
-    fake_wheel(wheels / "a", "0.1.0+pt213cpu", "torch==2.13.*")
-    fake_wheel(wheels / "b", "0.1.0+pt214cu130", "torch==2.14.*")
-    fake_wheel(wheels / "b", "0.2.0+pt214cu130", "torch==2.14.*")
+    fake_wheel(wheels / "a", "0.2.0+cpu", "torch>=2.10")
+    fake_wheel(wheels / "b", "0.2.0+cu13", "torch>=2.10")
+    fake_wheel(wheels / "b", "0.3.0+cu13", "torch>=2.10")
+    fake_wheel(wheels / "c", "0.2.0+cu12", "torch>=2.10")
+    fake_wheel(wheels / "old", "0.1.0+pt214cu130", "torch==2.14.*")  # a 0.1 wheel: kept, in cu13
     fake_wheel(wheels, "0.1.0", "numpy", name="other")  # ignored: another project
     out = tmp_path / "site"
     assert mi.main([str(wheels), str(out), "--base-url", "https://example.test/whl/"]) == 0
@@ -60,36 +63,34 @@ def links(page: Path) -> list[str]:
     return re.findall(r'href="([^"]+)"', page.read_text())
 
 
+def whl(version: str) -> str:
+    return f"fusedops-{version}-{TAG}.whl"
+
+
 def test_layout(tree):
     _, out = tree
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    w = "fusedops-{}-" + TAG + ".whl"
-    expected = [
-        ".nojekyll",
-        "index.html",
-        "pt213cpu/simple/fusedops/index.html",
-        "pt213cpu/simple/index.html",
-        "pt214cu130/simple/fusedops/index.html",
-        "pt214cu130/simple/index.html",
-        "torch-2.13+cpu.html",
-        "torch-2.14+cu130.html",
-    ]
-    for v in ("0.1.0+pt213cpu", "0.1.0+pt214cu130", "0.2.0+pt214cu130"):
-        expected += ["wheels/" + w.format(v), "wheels/" + w.format(v) + ".metadata"]
+    expected = [".nojekyll", "index.html", "cpu.html", "cu12.html", "cu13.html"]
+    for variant in ("cpu", "cu12", "cu13"):
+        expected += [f"{variant}/simple/{f}" for f in
+                     ("index.html", "index.json", "fusedops/index.html", "fusedops/index.json")]
+    for variant, version in [("cpu", "0.2.0+cpu"), ("cu12", "0.2.0+cu12"), ("cu13", "0.2.0+cu13"),
+                             ("cu13", "0.3.0+cu13"), ("cu13", "0.1.0+pt214cu130")]:
+        expected += [f"{variant}/wheels/{whl(version)}", f"{variant}/wheels/{whl(version)}.metadata"]
     assert files == sorted(expected)
 
 
 def test_simple_pages_hashes_and_metadata(tree):
     wheels, out = tree
-    page = out / "pt214cu130" / "simple" / "fusedops" / "index.html"
+    page = out / "cu13" / "simple" / "fusedops" / "index.html"
     text = page.read_text()
     hrefs = links(page)
-    assert len(hrefs) == 2
+    assert len(hrefs) == 3
     for href in hrefs:
         rel, _, frag = href.partition("#sha256=")
         assert "+" not in rel  # '+' is percent-encoded in URLs
         target = (page.parent / rel.replace("%2B", "+")).resolve()
-        assert target.parent == (out / "wheels").resolve()
+        assert target.parent == (out / "cu13" / "wheels").resolve()
         assert frag == sha(target)
         src = next(wheels.rglob(target.name))
         assert frag == sha(src)  # stored copy is byte-identical
@@ -102,36 +103,53 @@ def test_simple_pages_hashes_and_metadata(tree):
         assert f'data-core-metadata="sha256={m}"' in text
     assert 'data-requires-python="&gt;=3.10"' in text
     # The per-variant index lists only its own variant.
-    assert "pt213cpu" not in text
-    root = (out / "pt214cu130" / "simple" / "index.html").read_text()
+    assert "+cpu" not in text and "+cu12" not in text
+    root = (out / "cu13" / "simple" / "index.html").read_text()
     assert '<a href="fusedops/">fusedops</a>' in root
+
+
+def test_pep691_json_matches_html(tree):
+    _, out = tree
+    for variant in ("cpu", "cu12", "cu13"):
+        simple = out / variant / "simple"
+        root = json.loads((simple / "index.json").read_text())
+        assert root == {"meta": {"api-version": "1.1"}, "projects": [{"name": "fusedops"}]}
+        page = json.loads((simple / "fusedops" / "index.json").read_text())
+        assert page["meta"]["api-version"] == "1.1" and page["name"] == "fusedops"
+        html_links = links(simple / "fusedops" / "index.html")
+        assert [f["url"] + "#sha256=" + f["hashes"]["sha256"] for f in page["files"]] == html_links
+        for f in page["files"]:
+            target = simple / "fusedops" / f["url"].replace("%2B", "+")
+            assert target.is_file() and f["size"] == target.stat().st_size
+            assert f["hashes"]["sha256"] == sha(target)
+            meta = sha(target.with_name(target.name + ".metadata"))
+            assert f["core-metadata"] == f["dist-info-metadata"] == {"sha256": meta}
+            assert f["requires-python"] == ">=3.10"
+            assert f["filename"] == target.name
+        assert sorted(page["versions"]) == sorted({f["filename"].split("-")[1] for f in page["files"]})
 
 
 def test_find_links_page(tree):
     _, out = tree
-    page = out / "torch-2.13+cpu.html"
+    page = out / "cpu.html"
     hrefs = links(page)
     assert len(hrefs) == 1
     rel, _, frag = hrefs[0].partition("#sha256=")
-    assert rel == "wheels/fusedops-0.1.0%2Bpt213cpu-" + TAG + ".whl"
-    assert frag == sha(out / "wheels" / rel.replace("%2B", "+").split("/")[1])
+    assert rel == "cpu/wheels/fusedops-0.2.0%2Bcpu-" + TAG + ".whl"
+    assert frag == sha(out / rel.replace("%2B", "+"))
+    assert len(links(out / "cu13.html")) == 3
 
 
 def test_root_index_commands(tree):
     _, out = tree
     text = (out / "index.html").read_text()
-    assert (
-        "pip install fusedops --index-url https://example.test/whl/pt214cu130/simple"
-        " --extra-index-url https://download.pytorch.org/whl/cu130"
-    ) in text
-    assert (
-        "pip install &quot;fusedops==0.1.0+pt213cpu&quot;"
-        " -f https://example.test/whl/torch-2.13+cpu.html"
-        " --extra-index-url https://download.pytorch.org/whl/cpu"
-    ) in text
+    assert "pip install fusedops --index-url https://example.test/whl/cu13/simple" in text
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cu130" in text
+    assert "pip install fusedops --index-url https://example.test/whl/cpu/simple" in text
     # The newest release of a variant is the one pinned.
-    assert "fusedops==0.2.0+pt214cu130&quot; -f https://example.test/whl/torch-2.14+cu130.html" in text
-    assert "0.1.0, 0.2.0" in text
+    assert "pip install &quot;fusedops==0.3.0+cu13&quot; -f https://example.test/whl/cu13.html" in text
+    assert "0.1.0+pt214cu130, 0.2.0+cu13, 0.3.0+cu13" in text
+    assert "--extra-index-url" not in text
 
 
 def test_deterministic(tree, tmp_path):
@@ -143,23 +161,31 @@ def test_deterministic(tree, tmp_path):
             assert p.read_bytes() == (out2 / p.relative_to(out)).read_bytes(), p
 
 
+def test_default_base_url_is_the_matrix_one(tmp_path):
+    fake_wheel(tmp_path / "w", "0.2.0+cpu", "torch>=2.10")
+    assert mi.main([str(tmp_path / "w"), str(tmp_path / "o")]) == 0
+    base = json.loads(mi.MATRIX.read_text())["index_base_url"].rstrip("/")
+    assert f"--index-url {base}/cpu/simple" in (tmp_path / "o" / "index.html").read_text()
+
+
 def test_html_escaping(tmp_path):
     w = tmp_path / "w"
-    fake_wheel(w, "0.1.0+pt213cpu", "torch==2.13.*")
+    fake_wheel(w, "0.2.0+cpu", "torch>=2.10")
     out = tmp_path / "o"
     assert mi.main([str(w), str(out), "--base-url", "https://x.test/<b>&"]) == 0
     text = (out / "index.html").read_text()
     assert "<b>&" not in text
-    assert "https://x.test/&lt;b&gt;&amp;/pt213cpu/simple" in text
+    assert "https://x.test/&lt;b&gt;&amp;/cpu/simple" in text
 
 
 @pytest.mark.parametrize(
     ("version", "pin", "why"),
     [
-        ("0.1.0", "torch==2.13.*", "local version label"),
-        ("0.1.0+pt213cpu", "torch>=2.13", "Requires-Dist torch"),
+        ("0.2.0", "torch>=2.10", "local version label"),
+        ("0.2.0+cuda13", "torch>=2.10", "local version label"),
+        ("0.2.0+cu13", "numpy", "Requires-Dist on torch"),
         ("0.1.0+pt213cpu", "torch==2.14.*", "does not match"),
-        ("0.1.0+cpu", "torch==2.13.*", "local version label"),
+        ("0.1.0+pt213cpu", "torch>=2.13", "does not match"),
     ],
 )
 def test_rejects_bad_wheels(tmp_path, capsys, version, pin, why):
@@ -170,17 +196,17 @@ def test_rejects_bad_wheels(tmp_path, capsys, version, pin, why):
 
 def test_renamed_release_asset_gets_its_name_back(tmp_path):
     # A wheel downloaded from a GitHub release, where '+' became '.'.
-    w = fake_wheel(tmp_path / "w", "0.1.0+pt213cpu", "torch==2.13.*")
+    w = fake_wheel(tmp_path / "w", "0.2.0+cu12", "torch>=2.10")
     w.rename(w.with_name(w.name.replace("+", ".")))
     out = tmp_path / "o"
     assert mi.main([str(tmp_path / "w"), str(out)]) == 0
-    assert (out / "wheels" / f"fusedops-0.1.0+pt213cpu-{TAG}.whl").is_file()
-    assert "fusedops-0.1.0%2Bpt213cpu" in (out / "torch-2.13+cpu.html").read_text()
+    assert (out / "cu12" / "wheels" / whl("0.2.0+cu12")).is_file()
+    assert "fusedops-0.2.0%2Bcu12" in (out / "cu12.html").read_text()
 
 
 def test_rejects_conflicting_duplicates_and_nonempty_out(tmp_path, capsys):
-    a = fake_wheel(tmp_path / "w" / "a", "0.1.0+pt213cpu", "torch==2.13.*")
-    b = fake_wheel(tmp_path / "w" / "b", "0.1.0+pt213cpu", "torch==2.13.*")
+    a = fake_wheel(tmp_path / "w" / "a", "0.2.0+cpu", "torch>=2.10")
+    b = fake_wheel(tmp_path / "w" / "b", "0.2.0+cpu", "torch>=2.10")
     with zipfile.ZipFile(b, "a") as zf:
         zf.writestr("fusedops/extra.py", "")
     assert mi.main([str(tmp_path / "w"), str(tmp_path / "o")]) == 1
@@ -215,31 +241,34 @@ def downloaded(tmp_path: Path) -> list[str]:
 
 def test_pip_index_url_resolves(tree, tmp_path):
     _, out = tree
-    r = pip_download(tmp_path, "--index-url", (out / "pt214cu130" / "simple").as_uri(), "fusedops")
+    r = pip_download(tmp_path, "--index-url", (out / "cu13" / "simple").as_uri(), "fusedops")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert downloaded(tmp_path) == [f"fusedops-0.2.0+pt214cu130-{TAG}.whl"]
-    r = pip_download(tmp_path, "--index-url", (out / "pt213cpu" / "simple").as_uri(), "fusedops")
+    assert downloaded(tmp_path) == [whl("0.3.0+cu13")]
+    r = pip_download(tmp_path, "--index-url", (out / "cpu" / "simple").as_uri(), "fusedops")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert downloaded(tmp_path) == [f"fusedops-0.1.0+pt213cpu-{TAG}.whl"]
+    assert downloaded(tmp_path) == [whl("0.2.0+cpu")]
+    r = pip_download(tmp_path, "--index-url", (out / "cu12" / "simple").as_uri(), "fusedops")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert downloaded(tmp_path) == [whl("0.2.0+cu12")]
 
 
 def test_pip_find_links_resolves(tree, tmp_path):
     _, out = tree
-    page = (out / "torch-2.14+cu130.html").as_uri()
-    r = pip_download(tmp_path, "--no-index", "-f", page, "fusedops==0.1.0+pt214cu130")
+    page = (out / "cu13.html").as_uri()
+    r = pip_download(tmp_path, "--no-index", "-f", page, "fusedops==0.2.0+cu13")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert downloaded(tmp_path) == [f"fusedops-0.1.0+pt214cu130-{TAG}.whl"]
+    assert downloaded(tmp_path) == [whl("0.2.0+cu13")]
 
 
 def test_pip_require_hashes(tree, tmp_path):
     _, out = tree
-    whl = out / "wheels" / f"fusedops-0.1.0+pt213cpu-{TAG}.whl"
+    wheel = out / "cpu" / "wheels" / whl("0.2.0+cpu")
     req = tmp_path / "req.txt"
-    req.write_text(f"fusedops==0.1.0+pt213cpu --hash=sha256:{sha(whl)}\n")
-    index = (out / "pt213cpu" / "simple").as_uri()
+    req.write_text(f"fusedops==0.2.0+cpu --hash=sha256:{sha(wheel)}\n")
+    index = (out / "cpu" / "simple").as_uri()
     r = pip_download(tmp_path, "--require-hashes", "--index-url", index, "-r", str(req))
     assert r.returncode == 0, r.stdout + r.stderr
-    req.write_text(f"fusedops==0.1.0+pt213cpu --hash=sha256:{'0' * 64}\n")
+    req.write_text(f"fusedops==0.2.0+cpu --hash=sha256:{'0' * 64}\n")
     r = pip_download(tmp_path, "--require-hashes", "--index-url", index, "-r", str(req))
     assert r.returncode != 0
     assert "HASHES" in r.stderr.upper()
@@ -248,9 +277,9 @@ def test_pip_require_hashes(tree, tmp_path):
 def test_pip_rejects_tampered_wheel(tree, tmp_path):
     # The #sha256 fragment is what protects users of a plain static host.
     _, out = tree
-    whl = out / "wheels" / f"fusedops-0.1.0+pt213cpu-{TAG}.whl"
-    with zipfile.ZipFile(whl, "a") as zf:
+    wheel = out / "cpu" / "wheels" / whl("0.2.0+cpu")
+    with zipfile.ZipFile(wheel, "a") as zf:
         zf.writestr("fusedops/evil.py", "")
-    r = pip_download(tmp_path, "--index-url", (out / "pt213cpu" / "simple").as_uri(), "fusedops")
+    r = pip_download(tmp_path, "--index-url", (out / "cpu" / "simple").as_uri(), "fusedops")
     assert r.returncode != 0
     assert "sha256" in (r.stdout + r.stderr).lower()

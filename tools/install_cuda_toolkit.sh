@@ -12,8 +12,12 @@
 #   non-free nvidia-cuda-toolkit packages (pinned below), fetched by apt-get
 #   with a private configuration (the system's apt state is not touched) and
 #   unpacked into PREFIX; CUB/Thrust/libcu++ from the nvidia-cuda-cccl-cu12
-#   wheel. Needs apt-get and dpkg-deb (Debian/Ubuntu, amd64); elsewhere (e.g.
-#   manylinux_2_28) it stops with an error.
+#   wheel. Needs apt-get and dpkg-deb (Debian/Ubuntu, amd64). On RHEL-likes
+#   with dnf (manylinux_2_28, as root) it installs NVIDIA's pinned 12.4.1 rpms
+#   from NVIDIA's rhel8 repository into /usr/local/cuda-12.4 instead, with
+#   gcc-toolset-13 as the host compiler (12.4 accepts gcc <= 13); PREFIX/cuda
+#   then links there. (That path cannot run on the Debian CI machine: it is
+#   exercised by .github/workflows/wheels.yml only.)
 # Env: PYTHON = interpreter for the venv (default: python3, else manylinux's
 #      /opt/python/cp312-cp312/bin/python); CUDAHOSTCXX = host compiler for
 #      the post-install nvcc smoke test (default: nvcc's, i.e. gcc; for 12.4
@@ -27,6 +31,8 @@
 #                              12.4 a directory (bin, nvvm, include, lib64)
 #   PREFIX/env.sh              `source` it: CUDA_HOME, CUDACXX, PATH, ...
 #                              (12.4: also CUDAHOSTCXX unless already set)
+#   PREFIX/host-cxx            the host compiler nvcc is to use (12.4: a g++ <= 13,
+#                              else g++), for configs that cannot source env.sh
 # The toolkit root is printed as the last line of stdout; all logs go to stderr.
 #
 # Used by .ci/run and by cibuildwheel's before-all (manylinux_2_28), so keep it
@@ -68,6 +74,13 @@ debian_cuda12_debs=(
 cccl12_requirement="nvidia-cuda-cccl-cu12==12.6.77 --hash=sha256:ea80be91ccd49b0785fd744afd470cd0c0175bcf25d4fe65b7d548095b68687a"
 # CUDA 12.4's crt/host_config.h rejects gcc > 13.
 cuda12_max_gcc=13
+# NVIDIA's rpms of CUDA 12.4.1 (RHEL 8 / manylinux_2_28): the same component
+# versions as the Debian set above.
+nvidia_rhel8_repo=https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/cuda-rhel8.repo
+nvidia_cuda12_rpms=(
+    cuda-nvcc-12-4-12.4.131-1 cuda-cudart-devel-12-4-12.4.127-1 cuda-cccl-12-4-12.4.127-1
+    libcublas-devel-12-4-12.4.5.8-1 gcc-toolset-13-gcc-c++
+)
 
 [[ $# -eq 2 ]] || usage
 cuda_version=$1
@@ -82,13 +95,17 @@ cuda_minor=${cuda_minor%%.*}
 # layout and have no nvcc, so 12.4 comes from Debian's packages instead.
 if ((cuda_major >= 13)); then
     source_kind=wheels
-elif [[ $cuda_major.$cuda_minor == 12.4 ]]; then
+elif [[ $cuda_major.$cuda_minor == 12.4 ]] && command -v apt-get >/dev/null 2>&1 &&
+    command -v dpkg-deb >/dev/null 2>&1; then
     source_kind=debian
-    if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-deb >/dev/null 2>&1; then
-        die "CUDA 12.4 is installed from Debian trixie's nvidia-cuda-toolkit packages and needs apt-get + dpkg-deb, which this system lacks. On RHEL-like systems (manylinux_2_28) install NVIDIA's rpms instead (cuda-nvcc-12-4 cuda-cudart-devel-12-4 libcublas-devel-12-4 cuda-cccl-12-4 from NVIDIA's CUDA repository, into /usr/local/cuda-12.4)."
-    fi
     [[ $(dpkg --print-architecture 2>/dev/null) == amd64 ]] ||
         die "CUDA 12.4 from Debian: only amd64 is pinned here, this is $(dpkg --print-architecture 2>/dev/null || uname -m)"
+elif [[ $cuda_major.$cuda_minor == 12.4 ]] && command -v dnf >/dev/null 2>&1; then
+    source_kind=rpm
+    [[ $(uname -m) == x86_64 ]] || die "CUDA 12.4 rpms: only x86_64 is pinned here, this is $(uname -m)"
+    ((EUID == 0)) || die "CUDA 12.4 from NVIDIA's rpm repository installs system packages: run as root"
+elif [[ $cuda_major.$cuda_minor == 12.4 ]]; then
+    die "CUDA 12.4 comes from Debian trixie's packages (apt-get + dpkg-deb) or NVIDIA's rhel8 rpms (dnf); this system has neither"
 else
     die "CUDA $cuda_major.$cuda_minor is not supported: use 12.4 or >= 13"
 fi
@@ -110,6 +127,8 @@ esac
 # cub/thrust/libcu++; cublas gives cuBLAS + cuBLASLt (and pulls nvrtc).
 if [[ $source_kind == wheels ]]; then
     requirement="cuda-toolkit[nvcc,cudart,cccl,crt,cublas]==$toolkit_version"
+elif [[ $source_kind == rpm ]]; then
+    requirement="nvidia-rhel8:${nvidia_cuda12_rpms[*]}"
 else
     # Recorded in the stamp: a change of any pin triggers a re-install.
     requirement="debian-$debian_suite:${debian_cuda12_debs[*]%% *} + ${cccl12_requirement%% *}"
@@ -200,9 +219,23 @@ find_root() {
         local nvcc
         nvcc=$(find_in_site "nvidia/cu$cuda_major/bin/nvcc") || return 1
         [[ -x $nvcc ]] && printf '%s\n' "${nvcc%/bin/nvcc}"
+    elif [[ $source_kind == rpm ]]; then
+        [[ -x $prefix/cuda/bin/nvcc ]] && (cd "$prefix/cuda" && pwd -P)
     else
         [[ -x $prefix/cuda/bin/nvcc && ! -L $prefix/cuda ]] && (cd "$prefix/cuda" && pwd -P)
     fi
+}
+
+# --- CUDA 12.4 from NVIDIA's rpm repository (manylinux_2_28) ------------------------
+# dnf checks the packages against NVIDIA's repository key (gpgcheck=1 in the .repo).
+install_rpm_cuda12() {
+    log "installing ${nvidia_cuda12_rpms[*]} from $nvidia_rhel8_repo"
+    dnf -y -q install dnf-plugins-core >&2
+    dnf config-manager --add-repo "$nvidia_rhel8_repo" >&2
+    dnf -y -q install "${nvidia_cuda12_rpms[@]}" >&2 || die "dnf install of the CUDA 12.4.1 rpms failed"
+    [[ -x /usr/local/cuda-12.4/bin/nvcc ]] || die "the rpms left no /usr/local/cuda-12.4/bin/nvcc"
+    [[ -L $prefix/cuda || ! -e $prefix/cuda ]] || rm -rf "${prefix:?}/cuda"
+    ln -sfn /usr/local/cuda-12.4 "$prefix/cuda"
 }
 
 # --- CUDA 12.4 from Debian trixie -------------------------------------------------
@@ -396,6 +429,9 @@ else
         log "pip install took $((SECONDS - start)) s; installed:"
         "$venv_python" -m pip list --disable-pip-version-check --format=freeze 2>/dev/null |
             grep -iE '^(cuda|nvidia)' | sed 's/^/    /' >&2 || true
+    elif [[ $source_kind == rpm ]]; then
+        install_rpm_cuda12
+        log "install took $((SECONDS - start)) s"
     else
         log "installing CUDA 12.4 from Debian $debian_suite into $prefix/cuda"
         install_debian_cuda12
@@ -463,8 +499,8 @@ nvcc_release="CUDA ${BASH_REMATCH[1]} (nvcc ${BASH_REMATCH[2]})"
 # CUDA 12.4 rejects gcc > 13 (Debian 13 has g++ 14): find the newest g++ it
 # accepts, for the smoke test and as env.sh's default CUDAHOSTCXX.
 default_host_cxx=
-if [[ $source_kind == debian ]]; then
-    for cxx in g++ g++-13 g++-12 g++-11 g++-10 g++-9; do
+if [[ $source_kind != wheels ]]; then
+    for cxx in g++ g++-13 g++-12 g++-11 g++-10 g++-9 /opt/rh/gcc-toolset-13/root/usr/bin/g++; do
         cxx=$(command -v "$cxx") || continue
         gcc_major=$("$cxx" -dumpversion 2>/dev/null) || continue
         if [[ ${gcc_major%%.*} =~ ^[0-9]+$ ]] && ((${gcc_major%%.*} <= cuda12_max_gcc)); then
@@ -531,6 +567,7 @@ fi
 EOF
 fi
 mv -f "$env_file.tmp" "$env_file"
+printf '%s\n' "${default_host_cxx:-g++}" >"$prefix/host-cxx"
 
 log "ready: $nvcc_release"
 log "toolkit root: $root (alias $prefix/cuda); use: source $env_file"

@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
-"""Build the static wheel index (GitHub Pages) from a directory of wheels.
+"""Build the static wheel index, one tree per variant, from a directory of wheels.
 
     make_index.py WHEEL_DIR OUT_DIR [--base-url URL]
 
 Output (all links relative, so the tree works from any host or file://):
 
-    OUT/index.html                          variants and their install commands
-    OUT/wheels/<wheel>                      every wheel, stored once
-    OUT/wheels/<wheel>.metadata             its METADATA (PEP 658 / PEP 714)
-    OUT/<variant>/simple/index.html         PEP 503 root, one per variant
-    OUT/<variant>/simple/fusedops/index.html
-    OUT/torch-<X.Y>+<cpu|cuNNN>.html        PyG-style find-links page per variant
+    OUT/index.html                           variants, what each serves, install commands
+    OUT/<variant>/simple/index.html          PEP 503 root of the variant's index
+    OUT/<variant>/simple/index.json          the same as PEP 691 JSON
+    OUT/<variant>/simple/fusedops/index.html PEP 503 project page: #sha256= links,
+                                             data-requires-python, PEP 658/714 metadata
+    OUT/<variant>/simple/fusedops/index.json the same as PEP 691 JSON (api-version 1.1)
+    OUT/<variant>/wheels/<wheel>             the variant's wheels
+    OUT/<variant>/wheels/<wheel>.metadata    each one's METADATA (PEP 658)
+    OUT/<variant>.html                       find-links page of the variant
 
-The variant is the wheel's local version label (0.1.0+pt214cu130 -> pt214cu130);
-the torch minor comes from the wheel's `Requires-Dist: torch==X.Y.*`.
-Output depends only on the wheels: no timestamps, sorted everywhere.
+The variants are cpu, cu12, cu13, ... : a wheel's local version label (0.2.0+cu13).
+Wheels of 0.1 carried one label per torch (0.1.0+pt214cu130, torch==2.14.*); they
+go into the index of their CUDA major (cu13) or cpu, so no published wheel is
+dropped. A static host serves index.html for a directory; index.json is there
+for hosts that pick by the Accept header (application/vnd.pypi.simple.v1+json).
+Output depends only on the wheels (and tools/wheel_matrix.json for the torch
+index named in the install commands): no timestamps, sorted everywhere.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import html
+import json
 import re
 import shutil
 import sys
@@ -32,10 +40,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 PROJECT = "fusedops"
-DEFAULT_BASE_URL = "https://fusedops.github.io/whl"
-TORCH_INDEX = "https://download.pytorch.org/whl"
+MATRIX = Path(__file__).with_name("wheel_matrix.json")
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
-_LABEL_RE = re.compile(r"^pt(\d+)(cpu|cu\d+)$")
+_LABEL_RE = re.compile(r"^(cpu|cu(\d+))$")
+_LEGACY_LABEL_RE = re.compile(r"^pt(\d+)(cpu|cu(\d+)\d)$")  # 0.1: pt214cu130 -> cu13
+_TORCH_REQ_RE = re.compile(r"^torch\s*(?:\(|[<>=!~ ]|$)")
 _TORCH_PIN_RE = re.compile(r"^torch\s*==\s*(\d+)\.(\d+)\.\*\s*$")
 
 
@@ -48,20 +58,15 @@ class Wheel:
     path: Path
     filename: str
     version: str
-    variant: str  # pt214cu130
-    device: str  # cu130 / cpu
-    torch_minor: str  # 2.14
+    variant: str  # cpu / cu12 / cu13
     requires_python: str
+    size: int
     sha256: str
     metadata: bytes
 
     @property
     def metadata_sha256(self) -> str:
         return hashlib.sha256(self.metadata).hexdigest()
-
-    @property
-    def find_links_page(self) -> str:
-        return f"torch-{self.torch_minor}+{self.device}.html"
 
 
 def normalize(name: str) -> str:
@@ -75,6 +80,22 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def variant_of(filename: str, label: str, torch_reqs: list[str]) -> str:
+    """The index a wheel goes into, from its local version label."""
+    if len(torch_reqs) != 1:
+        raise BadWheelError(f"{filename}: needs exactly one Requires-Dist on torch, has {torch_reqs}")
+    m = _LABEL_RE.match(label)
+    if m:
+        return label
+    legacy = _LEGACY_LABEL_RE.match(label)
+    if not legacy:
+        raise BadWheelError(f"{filename}: local version label {label!r} is not cpu or cu<major>")
+    pin = _TORCH_PIN_RE.match(torch_reqs[0])
+    if not pin or legacy[1] != pin[1] + pin[2]:
+        raise BadWheelError(f"{filename}: label {label} does not match {torch_reqs[0]!r}")
+    return "cpu" if legacy[2] == "cpu" else f"cu{legacy[3]}"
 
 
 def read_wheel(path: Path) -> Wheel:
@@ -94,25 +115,15 @@ def read_wheel(path: Path) -> Wheel:
     if normalize(name) != normalize(parts[0]) or parts[1] not in (version, version.replace("+", ".")):
         raise BadWheelError(f"{filename}: METADATA says {name} {version}")
     filename = "-".join([parts[0], version, *parts[2:]]) + ".whl"
-    _, _, label = version.partition("+")
-    m = _LABEL_RE.match(label)
-    if not m:
-        raise BadWheelError(f"{filename}: local version label {label!r} is not pt<NN>cpu|cu<NNN>")
-    pins = [_TORCH_PIN_RE.match(r) for r in msg.get_all("Requires-Dist", [])]
-    pins = [p for p in pins if p]
-    if len(pins) != 1:
-        raise BadWheelError(f"{filename}: needs exactly one Requires-Dist torch==X.Y.*")
-    major, minor = pins[0].groups()
-    if m[1] != major + minor:
-        raise BadWheelError(f"{filename}: label {label} does not match torch=={major}.{minor}.*")
+    label = version.partition("+")[2]
+    torch_reqs = [r.strip() for r in msg.get_all("Requires-Dist", []) if _TORCH_REQ_RE.match(r.strip())]
     return Wheel(
         path=path,
         filename=filename,
         version=version,
-        variant=label,
-        device=m[2],
-        torch_minor=f"{major}.{minor}",
+        variant=variant_of(filename, label, torch_reqs),
         requires_python=msg.get("Requires-Python", "") or "",
+        size=path.stat().st_size,
         sha256=sha256_file(path),
         metadata=metadata,
     )
@@ -126,7 +137,7 @@ def _page(title: str, body: list[str]) -> str:
             "<html>",
             "<head>",
             '<meta charset="utf-8">',
-            '<meta name="pypi:repository-version" content="1.0">',
+            '<meta name="pypi:repository-version" content="1.1">',
             f"<title>{t}</title>",
             "</head>",
             "<body>",
@@ -137,6 +148,10 @@ def _page(title: str, body: list[str]) -> str:
             "",
         ]
     )
+
+
+def _json(data: dict) -> str:
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
 def _wheel_anchor(w: Wheel, prefix: str, pep658: bool) -> str:
@@ -151,23 +166,41 @@ def _wheel_anchor(w: Wheel, prefix: str, pep658: bool) -> str:
     return f"<a {' '.join(attrs)}>{html.escape(w.filename)}</a><br>"
 
 
+def _wheel_json(w: Wheel, prefix: str) -> dict:
+    entry = {
+        "filename": w.filename,
+        "url": prefix + quote(w.filename),
+        "hashes": {"sha256": w.sha256},
+        "size": w.size,
+        "core-metadata": {"sha256": w.metadata_sha256},
+        "dist-info-metadata": {"sha256": w.metadata_sha256},
+    }
+    if w.requires_python:
+        entry["requires-python"] = w.requires_python
+    return entry
+
+
 def _version_key(version: str) -> tuple[int, ...]:
     base = version.partition("+")[0]
     return tuple(int(x) if x.isdigit() else -1 for x in base.split("."))
 
 
-def install_commands(base_url: str, variant: str, device: str, page: str, newest: str) -> list[str]:
-    # torch itself comes from PyTorch's index for the same device: its
-    # +cu130/+cpu local label sorts above PyPI's plain release of that version.
-    torch_index = f"{TORCH_INDEX}/{device}"
-    return [
-        (
-            f"pip install {PROJECT} --index-url {base_url}/{variant}/simple"
-            f" --extra-index-url {torch_index}"
-        ),
-        # -f still searches PyPI for the name: the exact pin keeps other projects out.
-        f'pip install "{PROJECT}=={newest}" -f {base_url}/{page} --extra-index-url {torch_index}',
-    ]
+def matrix_variants() -> dict[str, dict]:
+    try:
+        return json.loads(MATRIX.read_text(encoding="utf-8"))["variants"]
+    except (OSError, KeyError, ValueError):
+        return {}
+
+
+def install_commands(base_url: str, variant: str, newest: str, torch_index: str | None) -> list[str]:
+    cmds = []
+    if torch_index:
+        cmds.append(f"pip install torch --index-url {torch_index}   # if torch is not installed yet")
+    # fusedops' index alone: never --extra-index-url next to PyPI (dependency confusion).
+    cmds.append(f"pip install {PROJECT} --index-url {base_url}/{variant}/simple")
+    # -f still searches the other indexes for the name: the exact pin keeps other projects out.
+    cmds.append(f'pip install "{PROJECT}=={newest}" -f {base_url}/{variant}.html')
+    return cmds
 
 
 def build(wheel_dir: Path, out: Path, base_url: str) -> list[Wheel]:
@@ -187,58 +220,67 @@ def build(wheel_dir: Path, out: Path, base_url: str) -> list[Wheel]:
 
     if out.exists() and any(out.iterdir()):
         raise BadWheelError(f"{out} is not empty")
-    (out / "wheels").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     (out / ".nojekyll").write_bytes(b"")  # GitHub Pages: serve files as they are
 
     by_variant: dict[str, list[Wheel]] = {}
-    for w in sorted(wheels.values(), key=lambda w: (w.variant, w.filename)):
-        shutil.copyfile(w.path, out / "wheels" / w.filename)
-        (out / "wheels" / f"{w.filename}.metadata").write_bytes(w.metadata)
+    for w in sorted(wheels.values(), key=lambda w: (w.variant, _version_key(w.version), w.filename)):
         by_variant.setdefault(w.variant, []).append(w)
 
+    matrix = matrix_variants()
     rows = []
     for variant, ws in sorted(by_variant.items()):
-        first = ws[0]
-        if {(w.torch_minor, w.device) for w in ws} != {(first.torch_minor, first.device)}:
-            raise BadWheelError(f"{variant}: wheels disagree on torch/device")
+        store = out / variant / "wheels"
+        store.mkdir(parents=True)
+        for w in ws:
+            shutil.copyfile(w.path, store / w.filename)
+            (store / f"{w.filename}.metadata").write_bytes(w.metadata)
         simple = out / variant / "simple"
         (simple / PROJECT).mkdir(parents=True)
         (simple / "index.html").write_text(
             _page("Simple index", [f'<a href="{PROJECT}/">{PROJECT}</a><br>']), encoding="utf-8"
         )
+        (simple / "index.json").write_text(
+            _json({"meta": {"api-version": "1.1"}, "projects": [{"name": PROJECT}]}), encoding="utf-8"
+        )
         (simple / PROJECT / "index.html").write_text(
-            _page(f"Links for {PROJECT}", [_wheel_anchor(w, "../../../wheels/", True) for w in ws]),
+            _page(f"Links for {PROJECT}", [_wheel_anchor(w, "../../wheels/", True) for w in ws]),
             encoding="utf-8",
         )
-        page = first.find_links_page
-        (out / page).write_text(
-            _page(
-                f"{PROJECT} wheels for torch {first.torch_minor} ({first.device})",
-                [_wheel_anchor(w, "wheels/", False) for w in ws],
+        versions = sorted({w.version for w in ws}, key=_version_key)
+        (simple / PROJECT / "index.json").write_text(
+            _json(
+                {
+                    "meta": {"api-version": "1.1"},
+                    "name": PROJECT,
+                    "versions": versions,
+                    "files": [_wheel_json(w, "../../wheels/") for w in ws],
+                }
             ),
             encoding="utf-8",
         )
-        newest = max((w.version for w in ws), key=_version_key)
-        cmds = install_commands(base_url, variant, first.device, page, newest)
-        versions = ", ".join(sorted({w.version.partition("+")[0] for w in ws}))
+        (out / f"{variant}.html").write_text(
+            _page(f"{PROJECT} wheels: {variant}", [_wheel_anchor(w, f"{variant}/wheels/", False) for w in ws]),
+            encoding="utf-8",
+        )
+        spec = matrix.get(variant, {})
+        newest = max(versions, key=_version_key)
+        cmds = install_commands(base_url, variant, newest, spec.get("torch_index_url"))
         rows.append(
             "<tr>"
             f"<td>{html.escape(variant)}</td>"
-            f"<td>torch {html.escape(first.torch_minor)}</td>"
-            f"<td>{html.escape(first.device)}</td>"
-            f"<td>{html.escape(versions)}</td>"
+            f"<td>{html.escape(spec.get('serves', ''))}</td>"
+            f"<td>{html.escape(', '.join(versions))}</td>"
             f'<td><a href="{html.escape(variant)}/simple/">simple</a> '
-            f'<a href="{html.escape(quote(page))}">find-links</a></td>'
-            f"<td><pre>{html.escape(cmds[0])}</pre><pre>{html.escape(cmds[1])}</pre></td>"
+            f'<a href="{html.escape(variant)}.html">find-links</a></td>'
+            f"<td>{''.join(f'<pre>{html.escape(c)}</pre>' for c in cmds)}</td>"
             "</tr>"
         )
     body = [
-        "<p>Pick the variant matching your torch (<code>python -m fusedops info</code>).</p>",
+        "<p>One index per variant: pick the one of your torch "
+        "(<code>python -m fusedops info</code> names it; cpu serves every torch).</p>",
         "<table>",
-        (
-            "<tr><th>variant</th><th>torch</th><th>device</th><th>versions</th>"
-            "<th>index</th><th>install</th></tr>"
-        ),
+        "<tr><th>variant</th><th>serves</th><th>versions</th><th>index</th><th>install</th></tr>",
         *rows,
         "</table>",
     ]
@@ -250,10 +292,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Build the static fusedops wheel index.")
     p.add_argument("wheel_dir", type=Path, help="searched recursively for *.whl")
     p.add_argument("out_dir", type=Path, help="must be missing or empty")
-    p.add_argument("--base-url", default=DEFAULT_BASE_URL, help="public URL of OUT_DIR")
+    p.add_argument("--base-url", default=None, help="public URL of OUT_DIR (default: index_base_url of the matrix)")
     args = p.parse_args(argv)
+    base_url = args.base_url
+    if base_url is None:
+        base_url = json.loads(MATRIX.read_text(encoding="utf-8"))["index_base_url"]
     try:
-        wheels = build(args.wheel_dir, args.out_dir, args.base_url)
+        wheels = build(args.wheel_dir, args.out_dir, base_url)
     except (BadWheelError, OSError, zipfile.BadZipFile) as e:
         print(f"make_index: error: {e}", file=sys.stderr)
         return 1

@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
-"""Expand tools/wheel_matrix.json into one entry per wheel variant.
+"""Expand tools/wheel_matrix.json: one wheel per variant (cpu, cu12, cu13).
 
-    wheel_matrix.py --github             {"include": [...]} for a GitHub Actions matrix
-    wheel_matrix.py --list               human-readable table
-    wheel_matrix.py --variant pt214cu130 shell lines (eval-able) for one variant
-    wheel_matrix.py --variant pt214cu130 --format env   raw KEY=value (for $GITHUB_ENV)
+    wheel_matrix.py --github                 {"include": [...]}: one build job per variant
+    wheel_matrix.py --github-tests           {"include": [...]}: one entry per (variant, test torch)
+    wheel_matrix.py --list                   human-readable table
+    wheel_matrix.py --variant cu13           shell lines (eval-able) for one variant
+    wheel_matrix.py --variant cu13 --format env      raw KEY=value (for $GITHUB_ENV)
+    wheel_matrix.py --variant cu13 --check-torch [--torch-version V] [--torch-index-url URL]
+        the torch installed in this Python is one this variant builds against /
+        serves: same CUDA major (None for cpu), a CUDA runtime minor (torch.version.cuda
+        and the nvidia-cuda-runtime pin in torch's metadata) >= the toolkit's, and
+        the version and local label asked for; exit 1 naming every mismatch
 
 Standard library only: CI runs it before any dependency is installed.
 """
@@ -17,49 +23,48 @@ import re
 import shlex
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 DEFAULT_MATRIX = Path(__file__).with_name("wheel_matrix.json")
+VARIANTS = ("cpu", "cu12", "cu13")  # the order every output uses
 
 _TORCH_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 _CUDA_RE = re.compile(r"^(\d+)\.(\d+)$")
-_ARCH_RE = re.compile(r"^\d+\.\d+[a-z]?(\+PTX)?$")
+_ARCH_RE = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$")
+_VARIANT_RE = re.compile(r"^(cpu|cu(\d+))$")
+_INDEX_LABEL_RE = re.compile(r"^(cpu|cu\d{3})$")
 
 
 class MatrixError(ValueError):
     """The matrix file is inconsistent."""
 
 
-def variant_tag(torch_version: str, cuda: str) -> str:
-    """'2.14.1', '13.0' -> 'pt214cu130'; '2.13.0', 'cpu' -> 'pt213cpu'."""
-    m = _TORCH_RE.match(torch_version)
+def torch_key(version: str) -> tuple[int, int, int]:
+    m = _TORCH_RE.match(version)
     if not m:
-        raise MatrixError(f"torch version must be X.Y.Z, got {torch_version!r}")
-    tag = f"pt{m[1]}{m[2]}"
-    if cuda == "cpu":
-        return tag + "cpu"
-    c = _CUDA_RE.match(cuda)
-    if not c:
-        raise MatrixError(f"CUDA version must be X.Y or 'cpu', got {cuda!r}")
-    return f"{tag}cu{c[1]}{c[2]}"
+        raise MatrixError(f"torch version must be X.Y.Z, got {version!r}")
+    return int(m[1]), int(m[2]), int(m[3])
 
 
-def torch_local_label(torch_version: str, cuda: str) -> str:
-    """PyG-style find-links page name: torch-2.14+cu130.html."""
-    major_minor = ".".join(torch_version.split(".")[:2])
-    local = "cpu" if cuda == "cpu" else "cu" + cuda.replace(".", "")
-    return f"torch-{major_minor}+{local}"
-
-
-def check_archs(archs: str) -> None:
+def check_archs(archs: str) -> list[str]:
     items = re.split(r"[;\s]+", archs.strip())
     if not items or not all(_ARCH_RE.match(a) for a in items):
         raise MatrixError(f"bad arch list {archs!r}")
     # Only the newest arch carries PTX: it is the forward-compatibility fallback.
     if not items[-1].endswith("+PTX") or any(a.endswith("+PTX") for a in items[:-1]):
         raise MatrixError(f"arch list {archs!r}: exactly the last arch must be +PTX")
-    nums = [float(a.split("+")[0].rstrip("abcdefghijklmnopqrstuvwxyz")) for a in items]
+    nums = [tuple(int(x) for x in a.split("+")[0].rstrip("af").split(".")) for a in items]
     if nums != sorted(set(nums)):
         raise MatrixError(f"arch list {archs!r} must be ascending without duplicates")
+    return items
+
+
+def index_label(url: str) -> str:
+    """'https://download.pytorch.org/whl/cu128' -> 'cu128': torch's local version label there."""
+    label = urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
+    if not _INDEX_LABEL_RE.match(label):
+        raise MatrixError(f"torch index URL {url!r} does not end in /cpu or /cuNNN")
+    return label
 
 
 def load(path: Path = DEFAULT_MATRIX) -> dict:
@@ -67,92 +72,193 @@ def load(path: Path = DEFAULT_MATRIX) -> dict:
         return json.load(f)
 
 
-def expand(data: dict) -> list[dict[str, str]]:
-    """One dict per variant, newest torch first, in file order otherwise."""
-    cudas = data["cuda"]
+def expand(data: dict) -> list[dict]:
+    """One dict per variant, in VARIANTS order; every inconsistency is a MatrixError."""
+    variants = data["variants"]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        raise MatrixError(f"unknown variant(s) {unknown}: variants are {', '.join(VARIANTS)}")
     base = data["index_base_url"].rstrip("/")
-    entries: list[dict[str, str]] = []
-    seen: set[str] = set()
-    for t in data["torch"]:
-        torch_version = t["version"]
-        for cuda in t["cuda"]:
-            if cuda not in cudas:
-                raise MatrixError(f"torch {torch_version}: CUDA {cuda} not in 'cuda'")
-            spec = cudas[cuda]
-            tag = variant_tag(torch_version, cuda)
-            if tag in seen:
-                raise MatrixError(f"duplicate variant {tag}")
-            seen.add(tag)
-            archs = spec.get("archs", "")
-            if cuda != "cpu":
-                check_archs(archs)
-                if not spec.get("toolkit", "").startswith(cuda + "."):
-                    raise MatrixError(f"CUDA {cuda}: toolkit pin must be {cuda}.N")
-            entries.append(
-                {
-                    "variant": tag,
-                    "torch": torch_version,
-                    "cuda": cuda,
-                    "cuda_toolkit": spec.get("toolkit", ""),
-                    "fusedops_cuda": "OFF" if cuda == "cpu" else "ON",
-                    "archs": archs,
-                    "torch_index_url": spec["torch_index_url"],
-                    "python": data["python_build"],
-                    "python_min": data["python_min"],
-                    "manylinux": data["manylinux"],
-                    "find_links_page": torch_local_label(torch_version, cuda) + ".html",
-                    "index_url": f"{base}/{tag}/simple",
-                }
-            )
+    entries = []
+    for name in VARIANTS:
+        if name not in variants:
+            continue
+        spec = variants[name]
+        m = _VARIANT_RE.match(name)
+        assert m
+        cuda, toolkit, archs = spec.get("cuda"), spec.get("toolkit"), spec.get("archs")
+        label = index_label(spec["torch_index_url"])
+        if name == "cpu":
+            if cuda or toolkit or archs:
+                raise MatrixError("cpu: cuda, toolkit and archs must be null")
+            if label != "cpu":
+                raise MatrixError(f"cpu: torch index {spec['torch_index_url']} is not PyTorch's CPU index")
+        else:
+            c = _CUDA_RE.match(cuda or "")
+            if not c or c[1] != m[2]:
+                raise MatrixError(f"{name}: cuda must be {m[2]}.N, got {cuda!r}")
+            if not (toolkit or "").startswith(cuda + "."):
+                raise MatrixError(f"{name}: toolkit pin must be an exact {cuda}.N release, got {toolkit!r}")
+            check_archs(archs or "")
+            # torch's CUDA runtime for this index must satisfy the loader's rule
+            # (same major, minor >= the build's).
+            if not label.startswith(f"cu{m[2]}") or int(label[2 + len(m[2]):]) < int(c[2]):
+                raise MatrixError(f"{name}: torch index {label} is not CUDA {m[2]}.x >= {cuda}")
+        build_torch = spec["build_torch"]
+        tests = spec.get("test_torch") or []
+        for v in [build_torch, *tests]:
+            torch_key(v)
+        if not tests:
+            raise MatrixError(f"{name}: test_torch is empty")
+        if len(set(tests)) != len(tests):
+            raise MatrixError(f"{name}: duplicate test_torch entries")
+        if torch_key(min(tests, key=torch_key)) < torch_key(build_torch):
+            raise MatrixError(f"{name}: a test torch is older than build_torch {build_torch}")
+        entries.append(
+            {
+                "variant": name,
+                "torch": build_torch,
+                "cuda": cuda or "cpu",
+                "cuda_major": m[2] or "",
+                "cuda_toolkit": toolkit or "",
+                "fusedops_cuda": "OFF" if name == "cpu" else "ON",
+                "archs": archs or "",
+                "torch_index_url": spec["torch_index_url"],
+                "torch_label": label,
+                "test_torch": sorted(tests, key=torch_key),
+                "python": data["python_build"],
+                "python_min": data["python_min"],
+                "manylinux": data["manylinux"],
+                "find_links_page": f"{name}.html",
+                "index_url": f"{base}/{name}/simple",
+            }
+        )
+    if not entries:
+        raise MatrixError("no variants")
     return entries
 
 
-def env_lines(entry: dict[str, str], quote: bool = True) -> list[str]:
+def test_entries(entries: list[dict]) -> list[dict]:
+    """One entry per (variant, torch it is tested under)."""
+    return [
+        {
+            "variant": e["variant"],
+            "torch": t,
+            "cuda": e["cuda"],
+            "torch_index_url": e["torch_index_url"],
+            "torch_label": e["torch_label"],
+        }
+        for e in entries
+        for t in e["test_torch"]
+    ]
+
+
+def env_lines(entry: dict, quote: bool = True) -> list[str]:
     pairs = {
         "FUSEDOPS_VARIANT": entry["variant"],
         "TORCH_VERSION": entry["torch"],
+        "TORCH_INDEX_URL": entry["torch_index_url"],
         "CUDA_VERSION": entry["cuda"],
         "CUDA_TOOLKIT_VERSION": entry["cuda_toolkit"],
         "FUSEDOPS_CUDA": entry["fusedops_cuda"],
         "FUSEDOPS_CUDA_ARCHS": entry["archs"],
-        "TORCH_INDEX_URL": entry["torch_index_url"],
+        "TEST_TORCH_VERSIONS": " ".join(entry["test_torch"]),
     }
     q = shlex.quote if quote else str
     return [f"{k}={q(v)}" for k, v in pairs.items()]
 
 
-def table(entries: list[dict[str, str]]) -> str:
-    cols = ["variant", "torch", "cuda", "cuda_toolkit", "archs"]
-    rows = [cols] + [[e[c] or "-" for c in cols] for e in entries]
+def table(entries: list[dict]) -> str:
+    cols = ["variant", "torch", "cuda_toolkit", "torch_label", "archs", "test_torch"]
+    rows = [["variant", "build torch", "toolkit", "torch index", "archs", "tested under"]]
+    for e in entries:
+        rows.append([" ".join(e[c]) if isinstance(e[c], list) else (e[c] or "-") for c in cols])
     widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
     )
 
 
+def torch_mismatches(
+    entry: dict,
+    torch_version: str,
+    torch_cuda: str | None,
+    requires: list[str],
+    want_version: str | None = None,
+    want_label: str | None = None,
+) -> list[str]:
+    """Why this torch is not one `entry`'s wheel is built against or serves ([] if it is)."""
+    errors = []
+    base, _, label = torch_version.partition("+")
+    if want_version and base != want_version:
+        errors.append(f"torch is {torch_version}, the variant needs {want_version}")
+    if want_label and label != want_label:
+        errors.append(f"torch is {torch_version}, not a +{want_label} build (from the variant's index only)")
+    if entry["variant"] == "cpu":
+        if want_label == "cpu" and torch_cuda is not None:
+            errors.append(f"torch.version.cuda is {torch_cuda}, the cpu variant builds against a CPU torch")
+        return errors
+    major, minor = (int(x) for x in entry["cuda"].split("."))
+    if torch_cuda is None:
+        return [*errors, f"torch has no CUDA, the {entry['variant']} variant needs CUDA {major}.x"]
+    t = [int(x) for x in torch_cuda.split(".")[:2]]
+    if t[0] != major or t[1] < minor:
+        errors.append(f"torch.version.cuda is {torch_cuda}, the {entry['variant']} variant needs {major}.x >= {major}.{minor}")
+    # The CUDA runtime torch's metadata pins (nvidia-cuda-runtime-cu12==12.8.90,
+    # nvidia-cuda-runtime==13.0.96 or cuda-toolkit[...]==13.0.2): where there is
+    # one, it must agree with torch.version.cuda's rule too.
+    for req in requires:
+        pin = re.match(r"^(?:nvidia-cuda-runtime(?:-cu\d+)?|cuda-toolkit(?:\[[^]]*\])?)\s*==\s*(\d+)\.(\d+)", req)
+        if pin and (int(pin[1]) != major or int(pin[2]) < minor):
+            errors.append(f"torch's metadata requires {req.split(';')[0].strip()}: not CUDA {major}.x >= {major}.{minor}")
+    return errors
+
+
+def check_installed_torch(entry: dict, want_version: str | None, index_url: str | None) -> int:
+    import importlib.metadata
+
+    import torch  # the Python running this script must have it
+
+    requires = importlib.metadata.requires("torch") or []
+    want_label = index_label(index_url) if index_url else None
+    print(f"torch {torch.__version__} CUDA {torch.version.cuda} at {torch.__file__}")
+    errors = torch_mismatches(entry, torch.__version__, torch.version.cuda, requires, want_version, want_label)
+    for e in errors:
+        print(f"wheel_matrix: {entry['variant']}: {e}", file=sys.stderr)
+    return 1 if errors else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
     mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--github", action="store_true", help="GitHub Actions matrix JSON")
+    mode.add_argument("--github", action="store_true", help="GitHub Actions build matrix JSON")
+    mode.add_argument("--github-tests", action="store_true", help="GitHub Actions test matrix JSON")
     mode.add_argument("--list", action="store_true", help="human-readable table")
-    mode.add_argument("--variant", metavar="TAG", help="env lines for one variant")
+    mode.add_argument("--variant", metavar="NAME", help="one variant: cpu, cu12, cu13")
     p.add_argument(
         "--format",
         choices=["shell", "env"],
         default="shell",
         help="with --variant: shell-quoted (eval) or raw KEY=value ($GITHUB_ENV)",
     )
+    p.add_argument("--check-torch", action="store_true", help="with --variant: check the installed torch")
+    p.add_argument("--torch-version", help="with --check-torch: the X.Y.Z torch must be")
+    p.add_argument("--torch-index-url", help="with --check-torch: torch must carry this index's local label")
     args = p.parse_args(argv)
+    if (args.check_torch or args.torch_version or args.torch_index_url) and not args.variant:
+        p.error("--check-torch needs --variant")
 
     try:
         entries = expand(load(args.matrix))
-    except (OSError, KeyError, MatrixError, json.JSONDecodeError) as e:
+    except (OSError, KeyError, TypeError, MatrixError, json.JSONDecodeError) as e:
         print(f"wheel_matrix: {args.matrix}: {e!r}", file=sys.stderr)
         return 2
 
     if args.github:
         print(json.dumps({"include": entries}, separators=(",", ":")))
+    elif args.github_tests:
+        print(json.dumps({"include": test_entries(entries)}, separators=(",", ":")))
     elif args.list:
         print(table(entries))
     else:
@@ -161,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
             known = " ".join(e["variant"] for e in entries)
             print(f"wheel_matrix: unknown variant {args.variant!r}; known: {known}", file=sys.stderr)
             return 2
+        if args.check_torch:
+            return check_installed_torch(found[0], args.torch_version, args.torch_index_url)
         print("\n".join(env_lines(found[0], quote=args.format == "shell")))
     return 0
 
