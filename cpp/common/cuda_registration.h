@@ -14,9 +14,11 @@ struct NoCudaKernel;
 template <const char* kOp, typename R, typename... Args>
 struct NoCudaKernel<kOp, R(Args...)> {
   static R call(Args...) {
-    fail(kOp, "this build of fusedops (", FUSEDOPS_VERSION,
-         ") has no CUDA kernels; `python -m fusedops info` prints the command that installs the CUDA wheel "
-         "for this torch");
+    const std::string version = FUSEDOPS_VERSION;
+    const std::string base = version.substr(0, version.find('+'));
+    fail(kOp, "this build of fusedops (", version, ") has no CUDA kernels; install the CUDA wheel of your ",
+         "torch's CUDA major, fusedops==", base, "+cu13 or fusedops==", base, "+cu12 ",
+         "(`python -m fusedops info` prints the command that installs it for this torch)");
   }
 };
 
