@@ -346,3 +346,35 @@ def test_error_messages(device):
     for args, kwargs, message in cases:
         with pytest.raises(RuntimeError, match="^fusedops.linear: " + message):
             fusedops.linear(*args, **kwargs)
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+@pytest.mark.parametrize("bounds", [(float("nan"), None), (None, float("nan"))])
+def test_nan_bound_makes_every_output_nan(device, activation, bounds):
+    """torch.clamp's semantics after the activation: a NaN bound gives NaN everywhere, no gradient passes."""
+    x = torch.randn(9, 6, device=device, requires_grad=True)
+    w = torch.randn(7, 6, device=device, requires_grad=True)
+    out = fusedops.linear(x, w, activation=activation, min=bounds[0], max=bounds[1])
+    assert out.shape == (9, 7) and out.isnan().all()
+    gx, gw = torch.autograd.grad(out, (x, w), torch.randn_like(out))
+    assert not gx.any() and not gw.any()
+
+
+def test_backward_op_checks_its_arguments(device):
+    """The internal backward op is reachable through torch.ops: bad arguments get errors, not reads out of bounds."""
+    x, w = torch.randn(4, 6, device=device), torch.randn(7, 6, device=device)
+    grad = torch.randn(4, 7, device=device)
+    backward = torch.ops.fusedops._linear_backward.default
+    cases = [
+        ((grad, x, w, torch.randn(3, device=device), "gelu", None, None, [True, True, True]),
+         "saved must have grad's 28 elements, got 3"),
+        ((grad, x, w, grad, None, None, None, [True, True]), "output_mask must have 3 elements, got 2"),
+        ((grad, x, torch.randn(5, 6, device=device), grad, None, None, None, [True, False, False]),
+         r"weight of shape \[5, 6\] does not match grad of shape \[4, 7\]"),
+        ((grad, torch.randn(3, 6, device=device), w, grad, None, None, None, [False, True, False]),
+         r"x of shape \[3, 6\] does not match grad of shape \[4, 7\]"),
+        ((grad, x.double(), w, grad, None, None, None, [False, True, False]), "x must have the same dtype as grad"),
+    ]
+    for args, message in cases:
+        with pytest.raises(RuntimeError, match="^fusedops.linear: " + message):
+            backward(*args)

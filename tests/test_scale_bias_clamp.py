@@ -438,3 +438,15 @@ def test_cuda_more_than_2_31_elements():
     # The exact sum n * 2^-20 = 2048 + 2^-14, rounded once to float16, is 2048.
     expected = torch.tensor(n * 2.0**-20, dtype=torch.float64).to(torch.float16)
     assert gb.item() == expected.item() and torch.isfinite(gs)
+
+
+@pytest.mark.parametrize("bounds", [(float("nan"), None), (None, float("nan")), (-0.5, float("nan"))])
+def test_nan_bound_makes_every_output_nan(device, bounds):
+    """torch.clamp's semantics: a NaN bound gives NaN everywhere, and no gradient passes."""
+    x = torch.randn(37, 5, device=device, requires_grad=True)
+    bias = torch.randn(5, device=device, requires_grad=True)
+    out = fusedops.scale_bias_clamp(x, 1.5, bias, *bounds)
+    expected = torch.clamp(x.detach() * 1.5 + bias.detach(), *bounds)
+    assert expected.isnan().all() and out.isnan().all()
+    gx, gb = torch.autograd.grad(out, (x, bias), torch.randn_like(out))
+    assert not gx.any() and not gb.any()

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <array>
+#include <cmath>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -125,6 +127,17 @@ inline Tensor empty(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef
                                                   strides.data(), dtype_code, device_type, device_index,
                                                   &handle));
   return Tensor(handle);
+}
+
+// torch.clamp with a NaN bound gives NaN everywhere; the kernels' clamp
+// (v < lo ? lo : v) would pass v through, so the glue fills such outputs
+// (the gradient mask, lo <= v <= hi, is already false everywhere).
+inline bool nan_bound(std::optional<double> min, std::optional<double> max) {
+  return (min && std::isnan(*min)) || (max && std::isnan(*max));
+}
+
+inline Tensor fill_nan(const Tensor& t) {
+  return torch::stable::fill_(t, std::numeric_limits<double>::quiet_NaN());
 }
 
 // torch.broadcast_shapes with an error naming both arguments.

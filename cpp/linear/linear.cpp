@@ -180,6 +180,7 @@ Tensor linear_cpu_impl(const Tensor& x, const Tensor& weight, const OptTensor& b
     *aux = shape.size() == 2 ? z : torch::stable::view(z, shape);
   }
   apply_epilogue_cpu(z, out, e);
+  if (e.nan_bound()) fill_nan(out);
   return shape.size() == 2 ? out : torch::stable::view(out, shape);
 }
 
@@ -227,10 +228,39 @@ Tensor grad_z_matrix(const Tensor& grad, const Tensor& saved, const LinearEpilog
   return grad_z;
 }
 
+}  // namespace
+
+void linear_check_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& saved,
+                           const std::vector<bool>& mask, const LinearEpilogue& e) {
+  FUSEDOPS_CHECK(mask.size() == 3, "linear", "output_mask must have 3 elements, got ", mask.size());
+  check_floating("linear", "grad", grad);
+  FUSEDOPS_CHECK(grad.dim() >= 1, "linear", "grad must have at least 1 dimension, got a 0-dim tensor");
+  // Inputs a gradient does not need may be 0-element stand-ins of grad's dtype and device.
+  check_same_dtype_device("linear", "grad", grad, "x", x);
+  check_same_dtype_device("linear", "grad", grad, "weight", weight);
+  check_same_dtype_device("linear", "grad", grad, "saved", saved);
+  const int64_t rows = leading_rows(grad), cols = grad.size(-1);
+  if (mask[0]) {
+    FUSEDOPS_CHECK(weight.dim() == 2 && weight.size(0) == cols, "linear", "weight of shape ",
+                   ShapeText{weight.sizes()}, " does not match grad of shape ", ShapeText{grad.sizes()});
+  }
+  if (mask[1]) {
+    FUSEDOPS_CHECK(x.dim() >= 1 && leading_rows(x) == rows, "linear", "x of shape ", ShapeText{x.sizes()},
+                   " does not match grad of shape ", ShapeText{grad.sizes()});
+  }
+  if (!e.identity()) {
+    FUSEDOPS_CHECK(saved.numel() == rows * cols, "linear", "saved must have grad's ", rows * cols,
+                   " elements, got ", saved.numel());
+  }
+}
+
+namespace {
+
 LinearGrads linear_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                 const Tensor& saved, OptStr activation, OptDouble min, OptDouble max,
                                 std::vector<bool> mask, int64_t cublas_math) {
   const LinearEpilogue e = linear_epilogue(activation, min, max);
+  linear_check_backward(grad, x, weight, saved, mask, e);
   const Tensor grad_z = grad_z_matrix(grad, saved, e);
   const Tensor none = no_tensor(grad);
   Tensor grad_x = none, grad_w = none, grad_b = none;

@@ -48,6 +48,10 @@ int64_t leading_rows(const Tensor& t);
 // grad_x's shape: grad's [..., out] with weight's in_features last.
 std::vector<int64_t> grad_x_shape(const Tensor& grad, const Tensor& weight);
 
+// _linear_backward's arguments, checked before any kernel reads them.
+void linear_check_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& saved,
+                           const std::vector<bool>& mask, const LinearEpilogue& e);
+
 // `t` as the contiguous-or-strided 2-D matrix [leading_rows, last dim] (a view
 // when the strides allow it, as reshape does).
 Tensor as_matrix(const Tensor& t);

@@ -116,6 +116,7 @@ Tensor linear_cuda_impl(const Tensor& x, const Tensor& weight, const OptTensor& 
       mm_fallback(buf.z, x2d, transpose2d(weight), bias);
       if (!e.identity()) run_epilogue(buf.z, buf.out, e);
     }
+    if (e.nan_bound()) fill_nan(buf.out);
   }
   const auto as_output = [&](const Tensor& t) {
     return shape.size() == 2 ? t : torch::stable::view(t, shape);
@@ -188,6 +189,7 @@ LinearGrads linear_backward_cuda(const Tensor& grad, const Tensor& x, const Tens
                                  const Tensor& saved, OptStr activation, OptDouble min, OptDouble max,
                                  std::vector<bool> mask, int64_t cublas_math) {
   const LinearEpilogue e = linear_epilogue(activation, min, max);
+  linear_check_backward(grad, x, weight, saved, mask, e);
   const CublasMath math = cublas_math_of(cublas_math);
   const torch::stable::accelerator::DeviceGuard guard(grad.get_device_index());
   const Tensor grad_z = grad_z_cuda(as_matrix(grad), saved, e);

@@ -52,6 +52,7 @@ Tensor sbc_cpu(const Tensor& x, const OptTensor& scale, const OptTensor& bias, d
   const SbcForwardSetup s = sbc_forward_setup(x, scale, bias, scale_value, bias_value, min, max);
   const int64_t numel = s.out.numel();
   if (numel == 0) return s.out;
+  if (nan_bound(min, max)) return fill_nan(s.out);
   cpu::dispatch_floating(to_dtype(x.scalar_type()), [&]<typename T>() { forward_cpu_kernel<T>(s, numel); });
   return s.out;
 }

@@ -15,6 +15,7 @@ Tensor sbc_cuda(const Tensor& x, const OptTensor& scale, const OptTensor& bias, 
   const SbcForwardSetup s = sbc_forward_setup(x, scale, bias, scale_value, bias_value, min, max);
   const int64_t numel = s.out.numel();
   if (numel == 0) return s.out;
+  if (nan_bound(min, max)) return fill_nan(s.out);
   cuda::check_cuda(
       kSbc, cuda::launch_sbc_forward(to_dtype(x.scalar_type()), s.out.data_ptr(), s.x.const_data_ptr(),
                                      s.bias ? s.bias->const_data_ptr() : nullptr, s.layout, numel, s.scalars,

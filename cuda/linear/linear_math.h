@@ -25,6 +25,8 @@ struct LinearEpilogue {
 
   bool clamps() const { return has_min || has_max; }
   bool identity() const { return act == Activation::None && !clamps(); }
+  // torch.clamp with a NaN bound gives NaN everywhere (the glue fills the output).
+  bool nan_bound() const { return (has_min && min != min) || (has_max && max != max); }
   // What the backward needs besides x and weight:
   // relu alone is differentiated from its output, like torch's relu; any
   // other activation or a clamp needs the pre-activation z.
