@@ -1,5 +1,5 @@
 // fusedops.add: schema, checks, CPU kernel, registrations.
-//   add          the public op; Python (src/fusedops/add.py) registers its
+//   add          the public op; Python (src/fusedops/ops/add.py) registers its
 //                autograd and shape function
 //   _add_nograd  the same kernels without autograd, which fusedops.add calls
 //                when no gradient is needed (no Python autograd cost)

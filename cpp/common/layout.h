@@ -1,5 +1,5 @@
 // Coalescing of broadcast, strided operands into one StridedLayout: torch-free,
-// shared by the glue of every elementwise op (ATen and stable ABI alike).
+// shared by the glue of every elementwise op.
 #pragma once
 
 #include <array>

@@ -93,8 +93,6 @@ void mm_cpu(const Tensor& out, const Tensor& a, const Tensor& b, const OptTensor
   }
 }
 
-Tensor transpose2d(const Tensor& m) { return torch::stable::transpose(m, 0, 1); }
-
 // out = gelu(z) by ATen (vectorized per CPU; this extension is built for
 // baseline x86-64, where a scalar erf/tanh costs several times the GEMM of a
 // typical layer).

@@ -52,6 +52,9 @@ std::vector<int64_t> grad_x_shape(const Tensor& grad, const Tensor& weight);
 void linear_check_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& saved,
                            const std::vector<bool>& mask, const LinearEpilogue& e);
 
+// m^T of a 2-D m, as a view.
+inline Tensor transpose2d(const Tensor& m) { return torch::stable::transpose(m, 0, 1); }
+
 // `t` as the contiguous-or-strided 2-D matrix [leading_rows, last dim] (a view
 // when the strides allow it, as reshape does).
 Tensor as_matrix(const Tensor& t);

@@ -21,8 +21,6 @@ void mm_fallback(const Tensor& out, const Tensor& a, const Tensor& b, const OptT
   }
 }
 
-Tensor transpose2d(const Tensor& m) { return torch::stable::transpose(m, 0, 1); }
-
 void run_epilogue(const Tensor& z, const Tensor& out, const LinearEpilogue& e) {
   cuda::check_cuda(
       "linear", cuda::launch_linear_epilogue(to_dtype(z.scalar_type()), z.const_data_ptr(),

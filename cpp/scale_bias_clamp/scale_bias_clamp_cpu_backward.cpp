@@ -55,8 +55,6 @@ void with_flags(F&& f, bool flag, Rest... rest) {
   }
 }
 
-// One run of len elements. gx/gb (contiguous) may be null; bias null means b0.
-// kUnit: grad_out, x and a non-null bias advance by 1 (or bias by 0 if kBiasConst).
 // One element: gm = mask ? g : 0, branch-free (g loaded unconditionally, the
 // mask a pair of float compares), so the loops vectorize. Without bounds
 // everything passes, NaN included.
