@@ -442,11 +442,11 @@ def test_cuda_more_than_2_31_elements():
 
 @pytest.mark.parametrize("bounds", [(float("nan"), None), (None, float("nan")), (-0.5, float("nan"))])
 def test_nan_bound_makes_every_output_nan(device, bounds):
-    """torch.clamp's semantics: a NaN bound gives NaN everywhere, and no gradient passes."""
+    """The contract's clamp: a NaN bound gives NaN everywhere (current torch.clamp does; torch 2.10's with a
+    single NaN bound does not, so no torch reference here), and no gradient passes."""
     x = torch.randn(37, 5, device=device, requires_grad=True)
     bias = torch.randn(5, device=device, requires_grad=True)
     out = fusedops.scale_bias_clamp(x, 1.5, bias, *bounds)
-    expected = torch.clamp(x.detach() * 1.5 + bias.detach(), *bounds)
-    assert expected.isnan().all() and out.isnan().all()
+    assert out.shape == x.shape and out.isnan().all()
     gx, gb = torch.autograd.grad(out, (x, bias), torch.randn_like(out))
     assert not gx.any() and not gb.any()
