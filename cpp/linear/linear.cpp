@@ -233,7 +233,7 @@ void linear_check_backward(const Tensor& grad, const Tensor& x, const Tensor& we
   FUSEDOPS_CHECK(mask.size() == 3, "linear", "output_mask must have 3 elements, got ", mask.size());
   check_floating("linear", "grad", grad);
   FUSEDOPS_CHECK(grad.dim() >= 1, "linear", "grad must have at least 1 dimension, got a 0-dim tensor");
-  // Inputs a gradient does not need may be 0-element stand-ins of grad's dtype and device.
+  // An input no requested gradient reads may be a stand-in of grad's dtype and device (grad itself).
   check_same_dtype_device("linear", "grad", grad, "x", x);
   check_same_dtype_device("linear", "grad", grad, "weight", weight);
   check_same_dtype_device("linear", "grad", grad, "saved", saved);
@@ -260,8 +260,7 @@ LinearGrads linear_backward_cpu(const Tensor& grad, const Tensor& x, const Tenso
   const LinearEpilogue e = linear_epilogue(activation, min, max);
   linear_check_backward(grad, x, weight, saved, mask, e);
   const Tensor grad_z = grad_z_matrix(grad, saved, e);
-  const Tensor none = no_tensor(grad);
-  Tensor grad_x = none, grad_w = none, grad_b = none;
+  Tensor grad_x, grad_w, grad_b;
   if (mask[0]) {  // grad_x[M, K] = grad_z[M, N] . weight[N, K]
     const std::vector<int64_t> shape = grad_x_shape(grad, weight);
     grad_x = empty(grad, {grad_z.size(0), weight.size(1)});
@@ -276,7 +275,7 @@ LinearGrads linear_backward_cpu(const Tensor& grad, const Tensor& x, const Tenso
     const int64_t rows_dim = 0;
     grad_b = torch::stable::sum(grad_z, torch::headeronly::IntHeaderOnlyArrayRef(&rows_dim, 1));
   }
-  return {grad_x, grad_w, grad_b};
+  return fill_unrequested({grad_x, grad_w, grad_b}, mask, grad);
 }
 
 Tensor linear_cpu(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation, OptDouble min,

@@ -14,11 +14,14 @@
 //                    (LinearEpilogue::needs_aux), else an empty tensor.
 //   _linear_backward (grad, x, weight, saved, ...) -> (grad_x, grad_weight,
 //                    grad_bias); saved is aux if needs_aux, out for relu alone,
-//                    unused otherwise. Grads not asked for come back empty.
+//                    unused otherwise. x (read for grad_weight), weight (for
+//                    grad_x) and an unused saved may be stand-ins of grad's
+//                    dtype and device. Grads not asked for come back empty.
 // Every op ends with `int cublas_math`: the torch.backends.cuda.matmul flags
 // read by the Python caller (CublasMath), which the stable ABI cannot read.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -63,6 +66,22 @@ Tensor as_matrix(const Tensor& t);
 // (an undefined tensor cannot cross the stable ABI on every torch).
 inline Tensor no_tensor(const Tensor& like) { return empty(like, {0}); }
 
+using LinearForward = std::tuple<Tensor, Tensor>;
+using LinearGrads = std::tuple<Tensor, Tensor, Tensor>;
+
+// The gradients with a no_tensor for each one not asked for (one allocation,
+// only when some gradient is not asked for).
+inline LinearGrads fill_unrequested(std::array<Tensor, 3> grads, const std::vector<bool>& mask,
+                                    const Tensor& like) {
+  if (!(mask[0] && mask[1] && mask[2])) {
+    const Tensor none = no_tensor(like);
+    for (size_t i = 0; i < 3; ++i) {
+      if (!mask[i]) grads[i] = none;
+    }
+  }
+  return {grads[0], grads[1], grads[2]};
+}
+
 // torch.backends.cuda.matmul's flags as packed by src/fusedops/ops/linear.py;
 // 0 is torch's default.
 struct CublasMath {
@@ -73,9 +92,6 @@ struct CublasMath {
 inline CublasMath cublas_math_of(int64_t bits) {
   return {(bits & 1) != 0, static_cast<int>((bits >> 1) & 3), static_cast<int>((bits >> 3) & 3)};
 }
-
-using LinearForward = std::tuple<Tensor, Tensor>;
-using LinearGrads = std::tuple<Tensor, Tensor, Tensor>;
 
 Tensor linear_cuda(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation, OptDouble min,
                    OptDouble max, int64_t cublas_math);

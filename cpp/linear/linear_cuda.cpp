@@ -70,6 +70,7 @@ Tensor dense_bias(const Tensor& bias) {
 // pass; false when cuBLASLt has no algorithm (nothing was written).
 bool forward_lt(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, const LinearEpilogue& e,
                 const ForwardBuffers& buf, const CublasMath& math) {
+  lt::CallContext ctx(x2d);
   std::optional<lt::GemmCall> call =
       lt::row_major_gemm(buf.out, lt::view_of(x2d), lt::transposed(lt::view_of(weight)));
   if (!call) return false;
@@ -89,7 +90,7 @@ bool forward_lt(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, 
   // works in place.
   const bool gemm_to_z = buf.want_aux && act == Activation::None;
   call->d = gemm_to_z ? buf.z.mutable_data_ptr() : buf.out.mutable_data_ptr();
-  if (!lt::lt_gemm(*call, math, x2d)) return false;
+  if (!lt::lt_gemm(*call, math, ctx)) return false;
   LinearEpilogue rest = e;
   if (act != Activation::None) rest.act = Activation::None;
   if (!rest.identity()) run_epilogue(gemm_to_z ? buf.z : buf.out, buf.out, rest);
@@ -140,12 +141,13 @@ Tensor grad_z_cuda(const Tensor& grad2d, const Tensor& saved, const LinearEpilog
 }
 
 // grad_x[M, K] = grad_z[M, N] . weight[N, K], in grad's leading shape.
-Tensor grad_x_cuda(const Tensor& grad, const Tensor& grad_z, const Tensor& weight, const CublasMath& math) {
+Tensor grad_x_cuda(const Tensor& grad, const Tensor& grad_z, const Tensor& weight, const CublasMath& math,
+                   lt::CallContext& ctx) {
   const std::vector<int64_t> shape = grad_x_shape(grad, weight);
   Tensor gx2d = empty(grad, {grad_z.size(0), weight.size(1)});
   if (gx2d.numel() > 0) {
     std::optional<lt::GemmCall> call = lt::row_major_gemm(gx2d, lt::view_of(grad_z), lt::view_of(weight));
-    if (!call || !lt::lt_gemm(*call, math, grad)) mm_fallback(gx2d, grad_z, weight);
+    if (!call || !lt::lt_gemm(*call, math, ctx)) mm_fallback(gx2d, grad_z, weight);
   }
   return shape.size() == 2 ? gx2d : torch::stable::view(gx2d, shape);
 }
@@ -154,7 +156,7 @@ Tensor grad_x_cuda(const Tensor& grad, const Tensor& grad_z, const Tensor& weigh
 // from the same GEMM (BGRADB) when cuBLASLt takes it. Returns whether grad_b
 // was written.
 bool grad_w_cuda(const Tensor& grad_w, const Tensor& grad_z, const Tensor& x, const Tensor* grad_b,
-                 const CublasMath& math) {
+                 const CublasMath& math, lt::CallContext& ctx) {
   if (grad_w.numel() == 0) return false;
   const Tensor x2d = as_matrix(x);
   std::optional<lt::GemmCall> call =
@@ -163,7 +165,7 @@ bool grad_w_cuda(const Tensor& grad_w, const Tensor& grad_z, const Tensor& x, co
     call->epilogue = CUBLASLT_EPILOGUE_BGRADB;
     call->bias = grad_b->mutable_data_ptr();
   }
-  if (call && lt::lt_gemm(*call, math, grad_w)) return grad_b != nullptr;
+  if (call && lt::lt_gemm(*call, math, ctx)) return grad_b != nullptr;
   mm_fallback(grad_w, transpose2d(grad_z), x2d);
   return false;
 }
@@ -192,20 +194,20 @@ LinearGrads linear_backward_cuda(const Tensor& grad, const Tensor& x, const Tens
   const torch::stable::accelerator::DeviceGuard guard(grad.get_device_index());
   const Tensor grad_z = grad_z_cuda(as_matrix(grad), saved, e);
   const int64_t N = grad_z.size(1);
-  const Tensor none = no_tensor(grad);
-  Tensor grad_x = none, grad_w = none, grad_b = none;
-  if (mask[0]) grad_x = grad_x_cuda(grad, grad_z, weight, math);
+  lt::CallContext ctx(grad);
+  Tensor grad_x, grad_w, grad_b;
+  if (mask[0]) grad_x = grad_x_cuda(grad, grad_z, weight, math, ctx);
   if (mask[2]) grad_b = empty(grad, {N});
   bool grad_b_done = false;
   if (mask[1]) {
     grad_w = empty(grad, {N, x.size(-1)});
-    grad_b_done = grad_w_cuda(grad_w, grad_z, x, mask[2] ? &grad_b : nullptr, math);
+    grad_b_done = grad_w_cuda(grad_w, grad_z, x, mask[2] ? &grad_b : nullptr, math, ctx);
   }
   if (mask[2] && !grad_b_done) {
     const int64_t rows_dim = 0;
     torch::stable::sum_out(grad_b, grad_z, torch::headeronly::IntHeaderOnlyArrayRef(&rows_dim, 1));
   }
-  return {grad_x, grad_w, grad_b};
+  return fill_unrequested({grad_x, grad_w, grad_b}, mask, grad);
 }
 
 }  // namespace fusedops

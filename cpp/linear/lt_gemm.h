@@ -61,9 +61,32 @@ struct GemmCall {
 // read in place): the caller falls back to torch's mm.
 std::optional<GemmCall> row_major_gemm(const Tensor& c, const MatView& p, const MatView& q);
 
-// Runs the GEMM on torch's current stream with torch's cuBLAS handle if
-// cuBLASLt has an algorithm for it; false means the caller must fall back
-// (nothing was written). `like` gives the device of the workspace.
-bool lt_gemm(const GemmCall& call, const CublasMath& math, const Tensor& like);
+// What the GEMMs of one op call share: torch's cuBLAS handle and current
+// stream, read once, and one workspace from torch's caching allocator on that
+// stream, grown when a GEMM asks for more. The GEMMs run one after another on
+// the stream, so one buffer serves them all (and CUDA graph capture records it
+// like any tensor). Create it under the op's device guard.
+class CallContext {
+ public:
+  explicit CallContext(const Tensor& like);
+  // Read at the first GEMM, as torch's ops do: after the op's outputs are
+  // allocated, which makes the device's context current on a fresh thread
+  // (autograd's device threads), so cuBLAS need not warn that it sets it.
+  cublasLtHandle_t handle();
+  cudaStream_t stream() const { return stream_; }
+  // At least `bytes` of workspace (null for 0).
+  void* workspace(size_t bytes);
+
+ private:
+  Tensor like_;
+  cublasLtHandle_t handle_ = nullptr;
+  cudaStream_t stream_;
+  Tensor buffer_;
+  size_t size_ = 0;
+};
+
+// Runs the GEMM in `ctx` if cuBLASLt has an algorithm for it; false means the
+// caller must fall back (nothing was written).
+bool lt_gemm(const GemmCall& call, const CublasMath& math, CallContext& ctx);
 
 }  // namespace fusedops::lt

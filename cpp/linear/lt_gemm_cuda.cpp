@@ -1,8 +1,6 @@
 // cuBLASLt GEMMs of fusedops.linear: plans (descriptors + the heuristic's
-// algorithm) cached per thread, torch's cuBLAS handle (which cuBLAS documents,
-// and torch's getCurrentCUDABlasLtHandle uses, as a cuBLASLt handle), torch's
-// current stream, and a workspace allocated per call from torch's caching
-// allocator on that stream (so CUDA graph capture records it like any tensor).
+// algorithm) cached per thread, run with a CallContext (torch's cuBLAS handle
+// and current stream, and a workspace from torch's caching allocator).
 #include "cpp/linear/lt_gemm.h"
 
 #include <torch/csrc/stable/c/shim.h>
@@ -282,15 +280,6 @@ std::unique_ptr<Plan> make_plan(const GemmCall& c, const PlanKey& key, cublasLtH
   return plan;
 }
 
-// torch's cuBLAS handle for the current device (the caller's device guard),
-// which cuBLAS documents to be usable as a cuBLASLt handle: torch's own
-// getCurrentCUDABlasLtHandle is this cast on CUDA.
-cublasLtHandle_t current_handle() {
-  void* handle = nullptr;
-  TORCH_ERROR_CODE_CHECK(torch_get_current_cuda_blas_handle(&handle));
-  return reinterpret_cast<cublasLtHandle_t>(handle);
-}
-
 // Plans per thread (no lock on the hot path; autograd's device threads get
 // their own), keyed by everything the algorithm depends on, so repeated calls
 // skip descriptor creation and the heuristic search.
@@ -299,27 +288,44 @@ constexpr size_t kMaxPlans = 1024;
 
 }  // namespace
 
-bool lt_gemm(const GemmCall& c, const CublasMath& math, const Tensor& like) {
+CallContext::CallContext(const Tensor& like) : like_(like), stream_(cuda::current_stream(like)) {}
+
+// torch's cuBLAS handle for the current device (the caller's device guard),
+// which cuBLAS documents to be usable as a cuBLASLt handle: torch's own
+// getCurrentCUDABlasLtHandle is this cast on CUDA.
+cublasLtHandle_t CallContext::handle() {
+  if (handle_ == nullptr) {
+    void* handle = nullptr;
+    TORCH_ERROR_CODE_CHECK(torch_get_current_cuda_blas_handle(&handle));
+    handle_ = reinterpret_cast<cublasLtHandle_t>(handle);
+  }
+  return handle_;
+}
+
+void* CallContext::workspace(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (bytes > size_) {
+    buffer_ = empty(like_, {static_cast<int64_t>(bytes)}, ScalarType::Byte);
+    size_ = bytes;
+  }
+  return buffer_.mutable_data_ptr();
+}
+
+bool lt_gemm(const GemmCall& c, const CublasMath& math, CallContext& ctx) {
   static thread_local PlanCache cache;
   const PlanKey key = plan_key(c, math);
-  const cublasLtHandle_t handle = current_handle();
   auto it = cache.find(key);
   if (it == cache.end()) {
     if (cache.size() >= kMaxPlans) cache.clear();
-    it = cache.emplace(key, make_plan(c, key, handle)).first;
+    it = cache.emplace(key, make_plan(c, key, ctx.handle())).first;
   }
   Plan& plan = *it->second;
   if (!plan.ok) return false;
   set_pointers(plan.desc, c);
-  Tensor workspace;
-  if (plan.workspace > 0) {
-    workspace = empty(like, {static_cast<int64_t>(plan.workspace)}, ScalarType::Byte);
-  }
   const float alpha = 1.0f, beta = 0.0f;
-  FUSEDOPS_LT_CHECK(cublasLtMatmul(handle, plan.desc, &alpha, c.a.ptr, plan.a, c.b.ptr, plan.b, &beta, c.d,
-                                   plan.d, c.d, plan.d, &plan.algo,
-                                   plan.workspace > 0 ? workspace.mutable_data_ptr() : nullptr,
-                                   plan.workspace, cuda::current_stream(like)));
+  FUSEDOPS_LT_CHECK(cublasLtMatmul(ctx.handle(), plan.desc, &alpha, c.a.ptr, plan.a, c.b.ptr, plan.b, &beta,
+                                   c.d, plan.d, c.d, plan.d, &plan.algo, ctx.workspace(plan.workspace),
+                                   plan.workspace, ctx.stream()));
   return true;
 }
 

@@ -6,7 +6,9 @@ torch.library.opcheck use. That path costs tens of microseconds of Python per
 call (the dispatcher calls a Python kernel, which fills in the schema's
 defaults and re-dispatches), which bounds mid-size training steps by the host.
 The public functions therefore call `apply`: an autograd.Function around the
-op's `_nograd` twin, with the same context set-up and backward formula.
+op's `_nograd` twin, with the same context set-up and backward formula
+(linear's own _LinearFunction also runs the forward that returns z where its
+backward needs it).
 """
 
 from __future__ import annotations

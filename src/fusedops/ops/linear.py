@@ -46,7 +46,7 @@ def linear(
         math = 0
     # Positional arguments: keyword parsing costs about 1 us a call.
     if _checks.needs_autograd("linear", x, weight, bias):
-        return _LinearForward.apply(x, weight, bias, activation, min, max, math)[0]
+        return _LinearFunction.apply(x, weight, bias, activation, min, max, math)
     return _linear_nograd(x, weight, bias, activation, min, max, math)
 
 
@@ -162,60 +162,68 @@ torch.library.register_fake("fusedops::_linear_backward")(_backward_fake)
 # ---- autograd -----------------------------------------------------------------------------
 
 
-def _save(ctx, x, weight, bias, epilogue, out, aux) -> None:
-    """Saves x only when weight needs a gradient and weight only when x does,
-    and of the output side only what _linear_backward reads: aux (z) when the
-    epilogue needs it, out for relu alone. Without an aux (the public op,
-    which returns out only) z is recomputed in the backward from x, weight and
-    bias."""
-    needs_x, needs_weight = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+def _save(ctx, x, weight, bias, epilogue, saved, recompute=False) -> None:
+    """What the backward reads: the epilogue, the mask of gradients to compute,
+    x only when weight needs a gradient, weight only when x does, and `saved`
+    (see _linear_backward in cpp/linear/linear.h); with `recompute`, x, weight
+    and bias, from which the backward recomputes z."""
+    needs_x, needs_weight, needs_bias = ctx.needs_input_grad[:3]
     ctx.epilogue = epilogue
-    ctx.has_bias = bias is not None
-    ctx.recompute = _needs_aux(*epilogue) and aux is None
-    if ctx.recompute:
+    ctx.mask = [needs_x, needs_weight, bias is not None and needs_bias]
+    ctx.recompute = recompute
+    if recompute:
         ctx.save_for_backward(x, weight, bias)
-        return
-    saved = aux if _needs_aux(*epilogue) else out if epilogue[0] == "relu" else None
-    ctx.save_for_backward(x if needs_weight else None, weight if needs_x else None, saved)
-
-
-def _grads(ctx, grad):
-    """(grad_x, grad_weight, grad_bias), None where not asked for."""
-    mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.has_bias and ctx.needs_input_grad[2]]
-    if not any(mask):
-        return None, None, None
-    math = _cublas_math(grad.dtype) if grad.is_cuda else 0
-    if ctx.recompute:
-        x, weight, bias = ctx.saved_tensors
-        with torch.no_grad():  # z is a constant of the gradient formula
-            saved = _linear_nograd(x, weight, bias, None, None, None, math)
     else:
-        x, weight, saved = ctx.saved_tensors
-    empty = grad.new_empty(0)
-    pick = [empty if t is None else t for t in (x, weight, saved)]
-    grads = _autograd.call_backward_op(_linear_backward, grad, *pick, *ctx.epilogue, mask, math)
+        ctx.save_for_backward(x if needs_weight else None, weight if needs_x else None, saved)
+
+
+def _grads(ctx, grad, x, weight, saved):
+    """(grad_x, grad_weight, grad_bias) by _linear_backward, None where not
+    asked for. An input no requested gradient reads goes in as grad itself (a
+    stand-in the op allows: no allocation)."""
+    mask = ctx.mask
+    math = _cublas_math(grad.dtype) if grad.is_cuda else 0
+    grads = _autograd.call_backward_op(
+        _linear_backward, grad, grad if x is None else x, grad if weight is None else weight,
+        grad if saved is None else saved, *ctx.epilogue, mask, math)
     return tuple(g if needed else None for g, needed in zip(grads, mask, strict=True))
 
 
-def _setup_forward(ctx, inputs, output):
-    x, weight, bias, activation, min, max, _math = inputs
-    out, aux = output
-    ctx.mark_non_differentiable(aux)
-    _save(ctx, x, weight, bias, (activation, min, max), out, aux)
+class _LinearFunction(torch.autograd.Function):
+    """What fusedops.linear runs when a gradient is needed (see _autograd.py).
+    Where the backward needs no pre-activation z, the forward is the no-aux op
+    (relu's backward reads out)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, activation, min, max, math):
+        if _needs_aux(activation, min, max):
+            out, saved = _linear_forward(x, weight, bias, activation, min, max, math)
+        else:
+            out = _linear_nograd(x, weight, bias, activation, min, max, math)
+            saved = out if activation == "relu" else None
+        _save(ctx, x, weight, bias, (activation, min, max), saved)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (*_grads(ctx, grad, *ctx.saved_tensors), None, None, None, None)
 
 
-def _backward_forward(ctx, grad, _grad_aux):
-    return (*_grads(ctx, grad), None, None, None, None)
-
-
+# torch.ops.fusedops.linear's autograd (opcheck, direct torch.ops callers): the
+# op returns out only, so z, where the backward needs it, is recomputed there.
 def _setup_linear(ctx, inputs, keyword_only_inputs, output):
     x, weight, bias = inputs
     epilogue = tuple(keyword_only_inputs[name] for name in ("activation", "min", "max"))
-    _save(ctx, x, weight, bias, epilogue, output, None)
+    saved = output if epilogue[0] == "relu" else None
+    _save(ctx, x, weight, bias, epilogue, saved, recompute=_needs_aux(*epilogue))
 
 
 def _backward_linear(ctx, grad):
-    return _grads(ctx, grad)
+    x, weight, saved = ctx.saved_tensors
+    if ctx.recompute:
+        with torch.no_grad():  # z is a constant of the gradient formula
+            saved = _linear_nograd(x, weight, saved, None, None, None, _cublas_math(x.dtype) if x.is_cuda else 0)
+    return _grads(ctx, grad, x, weight, saved)
 
 
 def _no_double_backward(ctx, *grads):
@@ -223,8 +231,6 @@ def _no_double_backward(ctx, *grads):
                        "itself differentiable); use F.linear and torch ops where higher-order gradients are needed")
 
 
-# What fusedops.linear runs when a gradient is needed (see _autograd.py).
-_LinearForward = _autograd.function("_LinearForward", _linear_forward, _setup_forward, _backward_forward)
 torch.library.register_autograd("fusedops::linear", _backward_linear, setup_context=_setup_linear)
 torch.library.register_autograd("fusedops::_linear_backward", _no_double_backward,
                                 setup_context=lambda ctx, inputs, output: None)
