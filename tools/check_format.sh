@@ -4,6 +4,6 @@
 # Run by .ci/run; `clang-format -i $(git ls-files 'cpp/*' 'cuda/*')` fixes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t sources < <(git ls-files 'cpp/*' 'cuda/*')
+mapfile -t sources < <(git ls-files 'cpp/*' 'cuda/*' 'benchmarks/kernels/*')
 clang-format --dry-run --Werror "${sources[@]}"
 echo "clang-format: ${#sources[@]} files formatted"

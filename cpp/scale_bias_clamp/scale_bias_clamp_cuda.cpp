@@ -19,7 +19,7 @@ Tensor sbc_cuda(const Tensor& x, const OptTensor& scale, const OptTensor& bias, 
   cuda::check_cuda(
       kSbc, cuda::launch_sbc_forward(to_dtype(x.scalar_type()), s.out.data_ptr(), s.x.const_data_ptr(),
                                      s.bias ? s.bias->const_data_ptr() : nullptr, s.layout, numel, s.scalars,
-                                     cuda::device_info(kSbc, x.get_device_index()), cuda::current_stream(x)));
+                                     cuda::current_stream(x)));
   return s.out;
 }
 

@@ -16,11 +16,18 @@
 namespace fusedops::cuda {
 namespace {
 
-// The sbc kernels are capped at 64 registers (4 blocks of 256 threads per SM
-// fit), so a persistent grid of 4 blocks per SM is resident all at once.
+// The backward kernels are capped at 64 registers (4 blocks of 256 threads per
+// SM fit), so their persistent grid of 4 blocks per SM (which bounds the
+// partial sums) is resident all at once.
 constexpr int kBlocksPerSm = 4;
-constexpr int kFwdUnroll = 4;  // 16-byte loads in flight per thread (forward)
-constexpr int kBwdUnroll = 2;  // per stream; the backward reads two or three
+constexpr int kBwdUnroll = 2;  // 16-byte loads in flight per stream; the backward reads two or three
+// The forward kernels need no partials: as many blocks as the work, each
+// thread one 16-byte vector (flat) or two rows of one vector column (rows).
+// On the H200 this moved 103-104% of cudaMemcpy's bandwidth at 2^28 (flat)
+// and 99.6-99.8% (rows), against 97-98% and 92-93% for a persistent grid with
+// four vectors in flight per thread (benchmarks/kernels/sbc_forward_shapes.cu,
+// benchmarks/results/h200-2026-11-30-sbc-forward-shapes.txt).
+constexpr int kRowsPerThread = 2;
 
 template <typename T>
 struct SbcArgs {
@@ -83,7 +90,7 @@ __device__ A block_sum(A v, A* smem /* 32 */) {
 // ---------------------------------------------------------------- forward ---
 
 template <typename T, int kVec, bool kDenseBias>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+__global__ void __launch_bounds__(kThreads)
     sbc_forward_flat(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ bias,
                      SbcArgs<T> args, int64_t n) {
   using A = opmath_t<T>;
@@ -94,27 +101,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const V* vb = reinterpret_cast<const V*>(bias);
   V* vo = reinterpret_cast<V*>(out);
   const int64_t nvec = n / kVec;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + (kFwdUnroll - 1) * stride < nvec; i += kFwdUnroll * stride) {
-    V xs[kFwdUnroll], bs[kDenseBias ? kFwdUnroll : 1];
-#pragma unroll
-    for (int u = 0; u < kFwdUnroll; ++u) {
-      xs[u] = vx[i + u * stride];
-      if constexpr (kDenseBias) bs[u] = vb[i + u * stride];
-    }
-#pragma unroll
-    for (int u = 0; u < kFwdUnroll; ++u) {
-      V r;
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        const A b = kDenseBias ? to_opmath(bs[kDenseBias ? u : 0].v[e]) : b0;
-        r.v[e] = from_opmath<T>(args.clamp(pre_clamp(xs[u].v[e], s, b)));
-      }
-      vo[i + u * stride] = r;
-    }
-  }
-  for (; i < nvec; i += stride) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;  // a loop only past 2^31 - 1 blocks
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t i = first; i < nvec; i += stride) {
     const V xv = vx[i];
     V bv;
     if constexpr (kDenseBias) bv = vb[i];
@@ -127,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     vo[i] = r;
   }
   // The last n % kVec elements, one per thread.
-  const int64_t t = nvec * kVec + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t t = nvec * kVec + first;
   if (t < n) {
     const A b = kDenseBias ? to_opmath(bias[t]) : b0;
     out[t] = from_opmath<T>(args.clamp(pre_clamp(x[t], s, b)));
@@ -149,39 +138,40 @@ __device__ __forceinline__ void load_bias_column(const T* bias, int64_t c, const
   }
 }
 
-// [rows, cols]: thread (x, y) owns vector column blockIdx.x * blockDim.x + x
-// (its bias stays in registers) and rows y, y + grid rows, ...
+// [rows, cols]: block i covers column block i % col_blocks (blockDim.x vector
+// columns) of row band i / col_blocks (blockDim.y * kRowsPerThread rows, the
+// grid being one-dimensional so that any row count fits); thread (x, y) takes
+// rows y and y + blockDim.y of the band in one vector column. No loop: a
+// band loop cost bfloat16 8% of the bandwidth on the H200 (59 registers
+// instead of 32). The x loads go out before the scale and bias loads.
 template <typename T, int kVec>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+__global__ void __launch_bounds__(kThreads)
     sbc_forward_rows(T* __restrict__ out, const T* __restrict__ x, int64_t sx, const T* __restrict__ bias,
-                     SbcArgs<T> args, int64_t rows, int64_t cols) {
+                     SbcArgs<T> args, int64_t rows, int64_t cols, unsigned col_blocks) {
   using A = opmath_t<T>;
   using V = Vec<T, kVec>;
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const unsigned band = blockIdx.x / col_blocks;
+  const int64_t c = int64_t(blockIdx.x - band * col_blocks) * blockDim.x + threadIdx.x;
   if (c >= cols / kVec) return;
+  const int64_t r0 = int64_t(band) * blockDim.y * kRowsPerThread + threadIdx.y;
+  V xs[kRowsPerThread];
+#pragma unroll
+  for (int u = 0; u < kRowsPerThread; ++u) {
+    const int64_t r = r0 + u * int64_t(blockDim.y);
+    if (r < rows) xs[u] = reinterpret_cast<const V*>(x + r * sx)[c];
+  }
   const A s = read_scale(args);
   A b[kVec];
   load_bias_column<T, kVec>(bias, c, args, b);
-  const int64_t rstride = int64_t(gridDim.y) * blockDim.y;
-  int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y;
-  for (; r + (kFwdUnroll - 1) * rstride < rows; r += kFwdUnroll * rstride) {
-    V xs[kFwdUnroll];
 #pragma unroll
-    for (int u = 0; u < kFwdUnroll; ++u) xs[u] = reinterpret_cast<const V*>(x + (r + u * rstride) * sx)[c];
-#pragma unroll
-    for (int u = 0; u < kFwdUnroll; ++u) {
+  for (int u = 0; u < kRowsPerThread; ++u) {
+    const int64_t r = r0 + u * int64_t(blockDim.y);
+    if (r < rows) {
       V o;
 #pragma unroll
       for (int e = 0; e < kVec; ++e) o.v[e] = from_opmath<T>(args.clamp(pre_clamp(xs[u].v[e], s, b[e])));
-      reinterpret_cast<V*>(out + (r + u * rstride) * cols)[c] = o;
+      reinterpret_cast<V*>(out + r * cols)[c] = o;
     }
-  }
-  for (; r < rows; r += rstride) {
-    const V xv = reinterpret_cast<const V*>(x + r * sx)[c];
-    V o;
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) o.v[e] = from_opmath<T>(args.clamp(pre_clamp(xv.v[e], s, b[e])));
-    reinterpret_cast<V*>(out + r * cols)[c] = o;
   }
 }
 
@@ -210,7 +200,7 @@ inline void rows_block(int64_t vec_cols, unsigned& bx, unsigned& by) {
 
 template <typename T>
 cudaError_t forward_t(T* out, const T* x, const T* bias, const StridedLayout<3>& layout, int64_t n,
-                      const SbcScalars& scalars, const DeviceInfo& dev, cudaStream_t stream) {
+                      const SbcScalars& scalars, cudaStream_t stream) {
   const SbcArgs<T> args = make_args<T>(scalars);
   const SbcShape shape = classify_forward(layout, bias != nullptr);
   constexpr int kVec = kVec16<T>;
@@ -218,7 +208,7 @@ cudaError_t forward_t(T* out, const T* x, const T* bias, const StridedLayout<3>&
     const bool dense = bias != nullptr && layout.strides[2][0] == 1;
     const bool vec = aligned16(out) && aligned16(x) && (!dense || aligned16(bias));
     const int64_t v = vec ? kVec : 1;
-    const unsigned grid = persistent_blocks(std::max<int64_t>(n / v / kFwdUnroll, n % v), dev);
+    const unsigned grid = work_grid(std::max<int64_t>(n / v, n % v));
     if (vec && dense) sbc_forward_flat<T, kVec, true><<<grid, kThreads, 0, stream>>>(out, x, bias, args, n);
     if (vec && !dense) sbc_forward_flat<T, kVec, false><<<grid, kThreads, 0, stream>>>(out, x, bias, args, n);
     if (!vec && dense) sbc_forward_flat<T, 1, true><<<grid, kThreads, 0, stream>>>(out, x, bias, args, n);
@@ -230,15 +220,15 @@ cudaError_t forward_t(T* out, const T* x, const T* bias, const StridedLayout<3>&
     const int64_t vec_cols = vec ? cols / kVec : cols;
     unsigned bx, by;
     rows_block(vec_cols, bx, by);
-    const int64_t gx = ceil_div(vec_cols, bx);
-    if (gx > 0x7fffffff) return cudaErrorInvalidConfiguration;
-    const int64_t target = int64_t(dev.sm_count) * kBlocksPerSm;
-    const int64_t gy = std::min<int64_t>({ceil_div(rows, by), std::max<int64_t>(1, target / gx), 65535});
-    const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), block(bx, by);
+    const int64_t col_blocks = ceil_div(vec_cols, bx);
+    const int64_t blocks = col_blocks * ceil_div(rows, int64_t(by) * kRowsPerThread);
+    if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;  // > 2^39 elements
+    const auto grid = static_cast<unsigned>(blocks), cb = static_cast<unsigned>(col_blocks);
+    const dim3 block(bx, by);
     if (vec) {
-      sbc_forward_rows<T, kVec><<<grid, block, 0, stream>>>(out, x, sx, bias, args, rows, cols);
+      sbc_forward_rows<T, kVec><<<grid, block, 0, stream>>>(out, x, sx, bias, args, rows, cols, cb);
     } else {
-      sbc_forward_rows<T, 1><<<grid, block, 0, stream>>>(out, x, sx, bias, args, rows, cols);
+      sbc_forward_rows<T, 1><<<grid, block, 0, stream>>>(out, x, sx, bias, args, rows, cols, cb);
     }
   } else {
     sbc_forward_strided<T><<<work_grid(n), kThreads, 0, stream>>>(out, x, bias, args, layout, n);
@@ -567,10 +557,10 @@ cudaError_t backward_t(const SbcBackwardProblem& p, const SbcBackwardPlan& plan,
 
 cudaError_t launch_sbc_forward(DType dtype, void* out, const void* x, const void* bias,
                                const StridedLayout<3>& layout, int64_t numel, const SbcScalars& scalars,
-                               const DeviceInfo& dev, cudaStream_t stream) {
+                               cudaStream_t stream) {
   return dispatch_dtype(dtype, [&]<typename T>() {
     return forward_t(static_cast<T*>(out), static_cast<const T*>(x), static_cast<const T*>(bias), layout,
-                     numel, scalars, dev, stream);
+                     numel, scalars, stream);
   });
 }
 

@@ -11,7 +11,7 @@ namespace fusedops::cuda {
 // out = clamp(x * scale + bias, lo, hi) over layout (out, x, bias); bias may be null.
 cudaError_t launch_sbc_forward(DType dtype, void* out, const void* x, const void* bias,
                                const StridedLayout<3>& layout, int64_t numel, const SbcScalars& scalars,
-                               const DeviceInfo& dev, cudaStream_t stream);
+                               cudaStream_t stream);
 
 struct SbcBackwardProblem {
   DType dtype;

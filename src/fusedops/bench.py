@@ -137,6 +137,34 @@ def measure_impls(fns: dict[str, Callable[[], object]], device: torch.device, re
     return result
 
 
+def graph_replays(fns: dict[str, Callable[[], object]], device: torch.device) -> dict[str, Callable[[], object]]:
+    """Each fn captured in a CUDA graph (after a warm-up on a side stream, as
+    torch's CUDA graph docs do), as its replay: the same kernels without the
+    host path, so a replay's time is the device's even where an eager call
+    is host-bound. The graphs hold their own memory until the replays go."""
+    replays = {}
+    for name, fn in fns.items():
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        replays[name] = graph.replay
+    return replays
+
+
+def passes(name: str, fns: dict[str, Callable[[], object]], device: torch.device):
+    """The passes to time for `fns`: eager calls as `name`, and on CUDA their
+    graph replays as `name` + " (CUDA graph)" (device time; see graph_replays)."""
+    yield name, fns
+    if device.type == "cuda":
+        yield f"{name} (CUDA graph)", graph_replays(fns, device)
+
+
 def measure_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
     """Median time of one call in milliseconds, after warm_up."""
     return measure_impls({"fn": fn}, device, repeats)["fn"]
@@ -172,10 +200,11 @@ def bench_add(device: torch.device, numel: int, repeats: int, quick: bool) -> li
         b = torch.randn(numel, device=device, dtype=dtype)
         nbytes = 3 * numel * a.element_size()
         impls = {"fusedops": fusedops.add, "eager": torch.add, "compile": compiled}
-        times = measure_impls({impl: functools.partial(fn, a, b) for impl, fn in impls.items()}, device, repeats)
-        for impl, ms in times.items():
-            rows.append({"op": "add", "pass": "fwd", "impl": impl, "dtype": str(dtype).removeprefix("torch."),
-                         "shape": [numel], "bytes": nbytes, "ms": ms, "GBs": nbytes / ms / 1e6})
+        calls = {impl: functools.partial(fn, a, b) for impl, fn in impls.items()}
+        for pass_name, fns in passes("fwd", calls, device):
+            for impl, ms in measure_impls(fns, device, repeats).items():
+                rows.append({"op": "add", "pass": pass_name, "impl": impl, "dtype": str(dtype).removeprefix("torch."),
+                             "shape": [numel], "bytes": nbytes, "ms": ms, "GBs": nbytes / ms / 1e6})
     if numel == HOST_CASE_SIZE:
         tiny = (torch.randn(1024, device=device), torch.randn(1024, device=device))
         rows += host_rows("add", [1024], tiny, fusedops.add, torch.add, device, quick)
@@ -333,7 +362,9 @@ def bench_scale_bias_clamp(device: torch.device, numel: int, repeats: int, quick
     grad_bias written: 8 passes over x for a same-shape bias, 5 (plus the tiny
     bias) for a [4096] bias; the scale is negligible. The forward is timed
     under no_grad; fwd+bwd sets the .grad fields to None before each step (no
-    kernel), so no implementation pays for gradient accumulation.
+    kernel), so no implementation pays for gradient accumulation. On CUDA each
+    pass is also timed as CUDA graph replays: the device time where eager
+    calls of a mid-size step are bound by the host (autograd, launches).
     """
     rows = []
     lo, hi = -0.5, 0.5
@@ -357,13 +388,13 @@ def bench_scale_bias_clamp(device: torch.device, numel: int, repeats: int, quick
             }
             forward = {impl: functools.partial(_no_grad_call, fn) for impl, fn in fns.items()}
             train = {impl: functools.partial(_train_step, fn, g, (x, scale, bias)) for impl, fn in fns.items()}
-            for pass_name, nbytes, impls in (("fwd", fwd_bytes, forward), ("fwd+bwd", bwd_bytes, train)):
-                times = measure_impls(impls, device, repeats)
-                for impl, ms in times.items():
-                    rows.append({"op": "scale_bias_clamp", "pass": pass_name, "impl": impl,
-                                 "dtype": str(dtype).removeprefix("torch."), "shape": shape,
-                                 "bias": bias_shape, "bytes": nbytes, "ms": ms,
-                                 "GBs": nbytes / ms / 1e6})
+            for base, nbytes, calls in (("fwd", fwd_bytes, forward), ("fwd+bwd", bwd_bytes, train)):
+                for pass_name, impls in passes(base, calls, device):
+                    for impl, ms in measure_impls(impls, device, repeats).items():
+                        rows.append({"op": "scale_bias_clamp", "pass": pass_name, "impl": impl,
+                                     "dtype": str(dtype).removeprefix("torch."), "shape": shape,
+                                     "bias": bias_shape, "bytes": nbytes, "ms": ms,
+                                     "GBs": nbytes / ms / 1e6})
     if numel == HOST_CASE_SIZE:
         tiny = (torch.randn(1024, device=device), torch.tensor(1.1, device=device), torch.randn(1024, device=device))
         rows += host_rows("scale_bias_clamp", [1024], tiny, lambda x, s, b: fusedops.scale_bias_clamp(x, s, b, lo, hi),
