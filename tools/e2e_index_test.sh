@@ -84,20 +84,15 @@ RESULTS=()
 NPASS=0
 NFAIL=0
 check_no() { printf '%02d' $((NPASS + NFAIL + 1)); }
-pass() {
+record() { # PASS|FAIL DESCRIPTION
     local line
-    line="PASS $(check_no) $1"
-    NPASS=$((NPASS + 1))
+    line="$1 $(check_no) $2"
+    if [[ $1 == PASS ]]; then NPASS=$((NPASS + 1)); else NFAIL=$((NFAIL + 1)); fi
     RESULTS+=("$line")
     printf '[e2e] %s\n' "$line" >&2
 }
-fail() {
-    local line
-    line="FAIL $(check_no) $1"
-    NFAIL=$((NFAIL + 1))
-    RESULTS+=("$line")
-    printf '[e2e] %s\n' "$line" >&2
-}
+pass() { record PASS "$1"; }
+fail() { record FAIL "$1"; }
 
 # -- helpers --------------------------------------------------------------
 
@@ -297,33 +292,32 @@ python3 -m venv "$W/tools"
 tools_pid=$!
 PIDS+=("$tools_pid")
 
-if [[ -n ${E2E_CPU_VENV:-} ]]; then
-    CPU_TORCH_VENV=$E2E_CPU_VENV
-    log "[cpu] reusing torch from $CPU_TORCH_VENV"
-else
-    # torch from pip's usual sources (pip.conf, find-links, PyPI).
-    CPU_TORCH_VENV=$W/torch-cpu
-    log "[cpu] creating a torch ${E2E_CPU_TORCH:-2.13.0} venv"
-    python3 -m venv "$CPU_TORCH_VENV"
-    quiet_pip "$CPU_TORCH_VENV" install --quiet --no-compile "torch==${E2E_CPU_TORCH:-2.13.0}" ||
-        die "cannot install torch ${E2E_CPU_TORCH:-2.13.0}"
-fi
+# The venv holding the torch of one kind ($1: cpu or cuda): $2 (an
+# E2E_*_VENV) where given, else a new one with torch==$3 from pip's usual
+# sources (pip.conf, find-links, PyPI: a CUDA torch's dependencies may only be
+# there). Sets BASE_VENV.
+base_torch_venv() {
+    local kind=$1 reuse=$2 version=$3
+    if [[ -n $reuse ]]; then
+        BASE_VENV=$reuse
+        log "[$kind] reusing torch from $BASE_VENV"
+        return
+    fi
+    BASE_VENV=$W/torch-$kind
+    log "[$kind] creating a torch $version venv"
+    python3 -m venv "$BASE_VENV"
+    quiet_pip "$BASE_VENV" install --quiet --no-compile "torch==$version" || die "cannot install torch $version"
+}
+
+base_torch_venv cpu "${E2E_CPU_VENV:-}" "${E2E_CPU_TORCH:-2.13.0}"
+CPU_TORCH_VENV=$BASE_VENV
 read -r CPU_TORCH cuda < <(torch_info "$CPU_TORCH_VENV")
 [[ $cuda == none ]] || die "$CPU_TORCH_VENV: torch $CPU_TORCH is a CUDA $cuda build, not a CPU one"
 log "[cpu] torch $CPU_TORCH"
 CUDA=0
 if [[ ${E2E_SKIP_CUDA:-0} != 1 ]]; then
-    if [[ -n ${E2E_CUDA_VENV:-} ]]; then
-        CUDA_TORCH_VENV=$E2E_CUDA_VENV
-        log "[cuda] reusing torch from $CUDA_TORCH_VENV"
-    else
-        # Its CUDA dependencies may only be on PyPI: pip's usual sources.
-        CUDA_TORCH_VENV=$W/torch-cuda
-        log "[cuda] creating a CUDA torch ${E2E_CUDA_TORCH:-2.14.1} venv (large)"
-        python3 -m venv "$CUDA_TORCH_VENV"
-        quiet_pip "$CUDA_TORCH_VENV" install --quiet --no-compile "torch==${E2E_CUDA_TORCH:-2.14.1}" ||
-            die "cannot install torch ${E2E_CUDA_TORCH:-2.14.1}"
-    fi
+    base_torch_venv cuda "${E2E_CUDA_VENV:-}" "${E2E_CUDA_TORCH:-2.14.1}"
+    CUDA_TORCH_VENV=$BASE_VENV
     read -r CUDA_TORCH TORCH_CUDA < <(torch_info "$CUDA_TORCH_VENV")
     [[ $TORCH_CUDA != none ]] || die "$CUDA_TORCH_VENV: torch $CUDA_TORCH has no CUDA"
     CUDA_VARIANT=cu${TORCH_CUDA%%.*}

@@ -214,22 +214,17 @@ void run(const char* name, DType dt, int64_t n) {
   sc.hi = 0.5;
   sc.any_bound = true;
   report("shipped same", time_us([&] { launch_sbc_forward(dt, o, x, b, l, n, sc, 0); }), 3.0 * bytes);
-  report("1 vec/thread same", time_us([&] {
-           blocked<T, 1, true, true><<<(nvec + 255) / 256, 256>>>(o, x, b, s, 1.f, -.5f, .5f, nvec);
-         }),
-         3.0 * bytes);
-  report("2 vec/thread same", time_us([&] {
-           blocked<T, 2, true, true><<<(nvec + 511) / 512, 256>>>(o, x, b, s, 1.f, -.5f, .5f, nvec);
-         }),
-         3.0 * bytes);
-  report("4 vec/thread same", time_us([&] {
-           blocked<T, 4, true, true><<<(nvec + 1023) / 1024, 256>>>(o, x, b, s, 1.f, -.5f, .5f, nvec);
-         }),
-         3.0 * bytes);
-  report("2 vec/thread same scale-by-value", time_us([&] {
-           blocked<T, 2, true, false><<<(nvec + 511) / 512, 256>>>(o, x, b, s, 1.f, -.5f, .5f, nvec);
-         }),
-         3.0 * bytes);
+  // U vectors per thread, scale read from memory or passed by value.
+  const auto flat = [&]<int U, bool kScalePtr>(const char* label) {
+    const auto grid = unsigned((nvec + 256 * U - 1) / (256 * U));
+    report(label,
+           time_us([&] { blocked<T, U, true, kScalePtr><<<grid, 256>>>(o, x, b, s, 1.f, -.5f, .5f, nvec); }),
+           3.0 * bytes);
+  };
+  flat.template operator()<1, true>("1 vec/thread same");
+  flat.template operator()<2, true>("2 vec/thread same");
+  flat.template operator()<4, true>("4 vec/thread same");
+  flat.template operator()<2, false>("2 vec/thread same scale-by-value");
   // rows [n/4096, 4096] with a [4096] bias
   const int64_t cols = 4096, rows = n / cols, cvec = cols / kVec;
   StridedLayout<3> r;
@@ -243,25 +238,19 @@ void run(const char* name, DType dt, int64_t n) {
   r.strides[2][0] = 0;
   r.strides[2][1] = 1;
   report("shipped rows", time_us([&] { launch_sbc_forward(dt, o, x, b, r, n, sc, 0); }), 2.0 * bytes);
-  {
+  // The rows kernel of section 2 of the results, with / without its band loop
+  // and with the bias converted up front / at use.
+  const auto mine = [&]<bool kLoop, bool kRawBias>(const char* label) {
     const dim3 block(256, 1), grid(unsigned((cvec + 255) / 256), unsigned((rows + 1) / 2));
-    report("rows mine loop", time_us([&] {
-             rows_mine<T, true, false><<<grid, block>>>(o, x, cols, b, s, -.5f, .5f, rows, cols);
+    report(label, time_us([&] {
+             rows_mine<T, kLoop, kRawBias><<<grid, block>>>(o, x, cols, b, s, -.5f, .5f, rows, cols);
            }),
            2.0 * bytes);
-    report("rows mine noloop", time_us([&] {
-             rows_mine<T, false, false><<<grid, block>>>(o, x, cols, b, s, -.5f, .5f, rows, cols);
-           }),
-           2.0 * bytes);
-    report("rows mine loop rawbias", time_us([&] {
-             rows_mine<T, true, true><<<grid, block>>>(o, x, cols, b, s, -.5f, .5f, rows, cols);
-           }),
-           2.0 * bytes);
-    report("rows mine noloop rawbias", time_us([&] {
-             rows_mine<T, false, true><<<grid, block>>>(o, x, cols, b, s, -.5f, .5f, rows, cols);
-           }),
-           2.0 * bytes);
-  }
+  };
+  mine.template operator()<true, false>("rows mine loop");
+  mine.template operator()<false, false>("rows mine noloop");
+  mine.template operator()<true, true>("rows mine loop rawbias");
+  mine.template operator()<false, true>("rows mine noloop rawbias");
   for (int U : {2}) {
     if ((rows + U - 1) / U > 65535) continue;
     const dim3 block(256, 1), grid(unsigned((cvec + 255) / 256), unsigned((rows + U - 1) / U));

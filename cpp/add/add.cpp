@@ -59,19 +59,10 @@ constexpr char kAdd[] = "add";
 
 }  // namespace
 
-STABLE_TORCH_LIBRARY_FRAGMENT(fusedops, m) {
-  m.def("add(Tensor a, Tensor b) -> Tensor");
-  m.def("_add_nograd(Tensor a, Tensor b) -> Tensor");
-}
-
-STABLE_TORCH_LIBRARY_IMPL(fusedops, CPU, m) {
-  m.impl("add", TORCH_BOX(&add_cpu));
-  m.impl("_add_nograd", TORCH_BOX(&add_cpu));
-}
-
-STABLE_TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {
-  m.impl("add", FUSEDOPS_CUDA_KERNEL(kAdd, add_cuda));
-  m.impl("_add_nograd", FUSEDOPS_CUDA_KERNEL(kAdd, add_cuda));
-}
+const OpDef kAddOps[] = {
+    {"add(Tensor a, Tensor b) -> Tensor", TORCH_BOX(&add_cpu), FUSEDOPS_CUDA_KERNEL(kAdd, add_cuda)},
+    {"_add_nograd(Tensor a, Tensor b) -> Tensor", TORCH_BOX(&add_cpu), FUSEDOPS_CUDA_KERNEL(kAdd, add_cuda)},
+};
+FUSEDOPS_DEFINE_OPS(kAddOps)
 
 }  // namespace fusedops

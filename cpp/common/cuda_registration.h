@@ -1,8 +1,12 @@
-// How an op registers its CUDA kernel: the kernel itself in a CUDA build; in a
-// CPU-only build a stand-in with the same signature that tells the user which
-// wheel has the kernel. Every op's registration says it, so no op can be
-// forgotten: there is no list of op names anywhere.
+// How an op file defines its ops: one row per op with its schema and its CPU
+// and CUDA kernels, the CUDA one being the kernel itself in a CUDA build and, in a
+// CPU-only build, a stand-in with the same signature that tells the user which
+// wheel has the kernel. Every op's row says it, so no op can be forgotten:
+// there is no list of op names anywhere.
 #pragma once
+
+#include <cstring>
+#include <string>
 
 #include "cpp/common/stable.h"
 
@@ -25,7 +29,32 @@ struct NoCudaKernel<kOp, R(Args...)> {
 template <const char* kOp, typename Signature>
 inline constexpr auto no_cuda_kernel = &NoCudaKernel<kOp, Signature>::call;
 
+using BoxedKernel = void (*)(StableIValue*, uint64_t, uint64_t);
+
+// One op: its schema (the name is what precedes the '(') and its kernels,
+// TORCH_BOX(&fn) on the CPU and FUSEDOPS_CUDA_KERNEL on CUDA.
+struct OpDef {
+  const char* schema;
+  BoxedKernel cpu;
+  BoxedKernel cuda;
+
+  std::string name() const { return std::string(schema, std::strcspn(schema, "(")); }
+};
+
 }  // namespace fusedops
+
+// Defines every op of `ops` (an array of OpDef) in the fusedops library and
+// registers its CPU and CUDA kernels.
+#define FUSEDOPS_DEFINE_OPS(ops)                                                \
+  STABLE_TORCH_LIBRARY_FRAGMENT(fusedops, m) {                                  \
+    for (const ::fusedops::OpDef& op : ops) m.def(op.schema);                   \
+  }                                                                             \
+  STABLE_TORCH_LIBRARY_IMPL(fusedops, CPU, m) {                                 \
+    for (const ::fusedops::OpDef& op : ops) m.impl(op.name().c_str(), op.cpu);  \
+  }                                                                             \
+  STABLE_TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {                                \
+    for (const ::fusedops::OpDef& op : ops) m.impl(op.name().c_str(), op.cuda); \
+  }
 
 // FUSEDOPS_CUDA_KERNEL(kAddName, add_cuda): kAddName a namespace-scope
 // `constexpr char[]` holding the op's name.

@@ -84,13 +84,8 @@ namespace {
 
 // ---- CPU GEMMs: torch's own kernels through the C shims ---------------------------
 
-// out[M, N] = a[M, K] . b[K, N] (+ bias).
 void mm_cpu(const Tensor& out, const Tensor& a, const Tensor& b, const OptTensor& bias = std::nullopt) {
-  if (has_bias(bias)) {
-    TORCH_ERROR_CODE_CHECK(aoti_torch_cpu_addmm_out(out.get(), bias->get(), a.get(), b.get(), 1.0, 1.0));
-  } else {
-    TORCH_ERROR_CODE_CHECK(aoti_torch_cpu_mm_out(out.get(), a.get(), b.get()));
-  }
+  torch_mm<aoti_torch_cpu_addmm_out, aoti_torch_cpu_mm_out>(out, a, b, bias);
 }
 
 // out = gelu(z) by ATen (vectorized per CPU; this extension is built for
@@ -295,33 +290,20 @@ constexpr char kLinear[] = "linear";
 
 }  // namespace
 
-STABLE_TORCH_LIBRARY_FRAGMENT(fusedops, m) {
-  m.def(
-      "linear(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, float? min=None, "
-      "float? max=None, int cublas_math=0) -> Tensor");
-  m.def(
-      "_linear_nograd(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max, "
-      "int cublas_math=0) -> Tensor");
-  m.def(
-      "_linear_forward(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max, "
-      "int cublas_math=0) -> (Tensor, Tensor)");
-  m.def(
-      "_linear_backward(Tensor grad, Tensor x, Tensor weight, Tensor saved, str? activation, float? min, "
-      "float? max, bool[3] output_mask, int cublas_math=0) -> (Tensor, Tensor, Tensor)");
-}
-
-STABLE_TORCH_LIBRARY_IMPL(fusedops, CPU, m) {
-  m.impl("linear", TORCH_BOX(&linear_cpu));
-  m.impl("_linear_nograd", TORCH_BOX(&linear_cpu));
-  m.impl("_linear_forward", TORCH_BOX(&linear_forward_cpu));
-  m.impl("_linear_backward", TORCH_BOX(&linear_backward_cpu));
-}
-
-STABLE_TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {
-  m.impl("linear", FUSEDOPS_CUDA_KERNEL(kLinear, linear_cuda));
-  m.impl("_linear_nograd", FUSEDOPS_CUDA_KERNEL(kLinear, linear_cuda));
-  m.impl("_linear_forward", FUSEDOPS_CUDA_KERNEL(kLinear, linear_forward_cuda));
-  m.impl("_linear_backward", FUSEDOPS_CUDA_KERNEL(kLinear, linear_backward_cuda));
-}
+const OpDef kLinearOps[] = {
+    {"linear(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, float? min=None, "
+     "float? max=None, int cublas_math=0) -> Tensor",
+     TORCH_BOX(&linear_cpu), FUSEDOPS_CUDA_KERNEL(kLinear, linear_cuda)},
+    {"_linear_nograd(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max, "
+     "int cublas_math=0) -> Tensor",
+     TORCH_BOX(&linear_cpu), FUSEDOPS_CUDA_KERNEL(kLinear, linear_cuda)},
+    {"_linear_forward(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max, "
+     "int cublas_math=0) -> (Tensor, Tensor)",
+     TORCH_BOX(&linear_forward_cpu), FUSEDOPS_CUDA_KERNEL(kLinear, linear_forward_cuda)},
+    {"_linear_backward(Tensor grad, Tensor x, Tensor weight, Tensor saved, str? activation, float? min, "
+     "float? max, bool[3] output_mask, int cublas_math=0) -> (Tensor, Tensor, Tensor)",
+     TORCH_BOX(&linear_backward_cpu), FUSEDOPS_CUDA_KERNEL(kLinear, linear_backward_cuda)},
+};
+FUSEDOPS_DEFINE_OPS(kLinearOps)
 
 }  // namespace fusedops

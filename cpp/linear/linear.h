@@ -55,6 +55,18 @@ std::vector<int64_t> grad_x_shape(const Tensor& grad, const Tensor& weight);
 void linear_check_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& saved,
                            const std::vector<bool>& mask, const LinearEpilogue& e);
 
+// out[M, N] = a[M, K] . b[K, N] (+ bias) by torch's own GEMM, through the C
+// shims of one device (its addmm_out and mm_out): the CPU kernels, and the
+// CUDA fallback where cuBLASLt has no algorithm.
+template <auto kAddmmOut, auto kMmOut>
+void torch_mm(const Tensor& out, const Tensor& a, const Tensor& b, const OptTensor& bias) {
+  if (has_bias(bias)) {
+    TORCH_ERROR_CODE_CHECK(kAddmmOut(out.get(), bias->get(), a.get(), b.get(), 1.0, 1.0));
+  } else {
+    TORCH_ERROR_CODE_CHECK(kMmOut(out.get(), a.get(), b.get()));
+  }
+}
+
 // m^T of a 2-D m, as a view.
 inline Tensor transpose2d(const Tensor& m) { return torch::stable::transpose(m, 0, 1); }
 

@@ -12,13 +12,8 @@
 namespace fusedops {
 namespace {
 
-// out[M, N] = a[M, K] . b[K, N] (+ bias) by torch.
 void mm_fallback(const Tensor& out, const Tensor& a, const Tensor& b, const OptTensor& bias = std::nullopt) {
-  if (has_bias(bias)) {
-    TORCH_ERROR_CODE_CHECK(aoti_torch_cuda_addmm_out(out.get(), bias->get(), a.get(), b.get(), 1.0, 1.0));
-  } else {
-    TORCH_ERROR_CODE_CHECK(aoti_torch_cuda_mm_out(out.get(), a.get(), b.get()));
-  }
+  torch_mm<aoti_torch_cuda_addmm_out, aoti_torch_cuda_mm_out>(out, a, b, bias);
 }
 
 void run_epilogue(const Tensor& z, const Tensor& out, const LinearEpilogue& e) {

@@ -156,30 +156,19 @@ SbcGradTensors sbc_backward_finish(const SbcBackwardSetup& s) {
           s.grad_bias_full ? sum_to(*s.grad_bias_full, s.bias_sizes) : or_empty(s.grad_bias)};
 }
 
-STABLE_TORCH_LIBRARY_FRAGMENT(fusedops, m) {
-  // clamp(x * scale + bias, min, max); scale_value / bias_value stand in for a
-  // scale / bias given as a number (the tensor is then None).
-  m.def(
-      "scale_bias_clamp(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., float bias_value=0., "
-      "float? min=None, float? max=None) -> Tensor");
-  m.def(
-      "_scale_bias_clamp_nograd(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., "
-      "float bias_value=0., float? min=None, float? max=None) -> Tensor");
-  m.def(
-      "_scale_bias_clamp_backward(Tensor grad_out, Tensor x, Tensor? scale, Tensor? bias, float scale_value, "
-      "float bias_value, float? min, float? max, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
-}
-
-STABLE_TORCH_LIBRARY_IMPL(fusedops, CPU, m) {
-  m.impl("scale_bias_clamp", TORCH_BOX(&sbc_cpu));
-  m.impl("_scale_bias_clamp_nograd", TORCH_BOX(&sbc_cpu));
-  m.impl("_scale_bias_clamp_backward", TORCH_BOX(&sbc_backward_cpu));
-}
-
-STABLE_TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {
-  m.impl("scale_bias_clamp", FUSEDOPS_CUDA_KERNEL(kSbc, sbc_cuda));
-  m.impl("_scale_bias_clamp_nograd", FUSEDOPS_CUDA_KERNEL(kSbc, sbc_cuda));
-  m.impl("_scale_bias_clamp_backward", FUSEDOPS_CUDA_KERNEL(kSbc, sbc_backward_cuda));
-}
+// clamp(x * scale + bias, min, max); scale_value / bias_value stand in for a
+// scale / bias given as a number (the tensor is then None).
+const OpDef kSbcOps[] = {
+    {"scale_bias_clamp(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., float bias_value=0., "
+     "float? min=None, float? max=None) -> Tensor",
+     TORCH_BOX(&sbc_cpu), FUSEDOPS_CUDA_KERNEL(kSbc, sbc_cuda)},
+    {"_scale_bias_clamp_nograd(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., "
+     "float bias_value=0., float? min=None, float? max=None) -> Tensor",
+     TORCH_BOX(&sbc_cpu), FUSEDOPS_CUDA_KERNEL(kSbc, sbc_cuda)},
+    {"_scale_bias_clamp_backward(Tensor grad_out, Tensor x, Tensor? scale, Tensor? bias, float scale_value, "
+     "float bias_value, float? min, float? max, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+     TORCH_BOX(&sbc_backward_cpu), FUSEDOPS_CUDA_KERNEL(kSbc, sbc_backward_cuda)},
+};
+FUSEDOPS_DEFINE_OPS(kSbcOps)
 
 }  // namespace fusedops

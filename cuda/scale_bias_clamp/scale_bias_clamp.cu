@@ -53,6 +53,16 @@ __device__ __forceinline__ opmath_t<T> read_scale(const SbcArgs<T>& args) {
   return args.scale != nullptr ? to_opmath(*args.scale) : args.scale_value;
 }
 
+// The scale, and the bias where it is one value (a number or a one-element
+// tensor; kDenseBias: one per element, read in the loop): what a flat kernel
+// reads before its loop.
+template <typename T, bool kDenseBias>
+__device__ __forceinline__ void flat_scalars(const T* bias, const SbcArgs<T>& args, opmath_t<T>& s,
+                                             opmath_t<T>& b0) {
+  s = read_scale(args);
+  b0 = (!kDenseBias && bias != nullptr) ? to_opmath(bias[0]) : args.bias_value;
+}
+
 // v = x * scale + bias with one rounding; forward and backward share it, so
 // the gradient mask always agrees with the clamped output.
 template <typename T>
@@ -95,25 +105,22 @@ __global__ void __launch_bounds__(kThreads)
                      SbcArgs<T> args, int64_t n) {
   using A = opmath_t<T>;
   using V = Vec<T, kVec>;
-  const A s = read_scale(args);
-  const A b0 = (!kDenseBias && bias != nullptr) ? to_opmath(bias[0]) : args.bias_value;
-  const V* vx = reinterpret_cast<const V*>(x);
-  const V* vb = reinterpret_cast<const V*>(bias);
-  V* vo = reinterpret_cast<V*>(out);
+  A s, b0;
+  flat_scalars<T, kDenseBias>(bias, args, s, b0);
   const int64_t nvec = n / kVec;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;  // a loop only past 2^31 - 1 blocks
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   for (int64_t i = first; i < nvec; i += stride) {
-    const V xv = vx[i];
+    const V xv = reinterpret_cast<const V*>(x)[i];
     V bv;
-    if constexpr (kDenseBias) bv = vb[i];
+    if constexpr (kDenseBias) bv = reinterpret_cast<const V*>(bias)[i];
     V r;
 #pragma unroll
     for (int e = 0; e < kVec; ++e) {
       const A b = kDenseBias ? to_opmath(bv.v[e]) : b0;
       r.v[e] = from_opmath<T>(args.clamp(pre_clamp(xv.v[e], s, b)));
     }
-    vo[i] = r;
+    reinterpret_cast<V*>(out)[i] = r;
   }
   // The last n % kVec elements, one per thread.
   const int64_t t = nvec * kVec + first;
@@ -273,8 +280,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
                       opmath_t<T>* __restrict__ partials) {
   using A = opmath_t<T>;
   using V = Vec<T, kVec>;
-  const A s = read_scale(args);
-  const A b0 = (!kDenseBias && bias != nullptr) ? to_opmath(bias[0]) : args.bias_value;
+  A s, b0;
+  flat_scalars<T, kDenseBias>(bias, args, s, b0);
   const V* vg = reinterpret_cast<const V*>(g);
   const V* vx = reinterpret_cast<const V*>(x);
   const V* vb = reinterpret_cast<const V*>(bias);
