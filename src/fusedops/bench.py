@@ -276,6 +276,30 @@ def _compiler_allows_many_shapes() -> None:
             setattr(config, name, 256)
 
 
+# The epilogues the linear bench times, as fusedops.linear's keyword arguments.
+LINEAR_VARIANTS: dict[str, dict[str, Any]] = {
+    "linear": {},
+    "linear+relu": {"activation": "relu"},
+    "linear+gelu": {"activation": "gelu"},
+    "linear+clamp": {"min": -1.0, "max": 1.0},
+}
+
+
+def _eager_linear(activation=None, min=None, max=None) -> Callable[..., torch.Tensor]:
+    """The eager PyTorch composition of one epilogue."""
+    act = {None: lambda t: t, "relu": F.relu, "gelu": F.gelu}[activation]
+    if min is None and max is None:
+        return lambda x, w, b: act(F.linear(x, w, b))
+    return lambda x, w, b: torch.clamp(act(F.linear(x, w, b)), min, max)
+
+
+def _linear_rows(name: str, pass_: str, times: dict[str, float], dtype: torch.dtype, shape: tuple,
+                 flops: int) -> list[dict[str, Any]]:
+    return [{"op": name, "pass": pass_, "impl": impl, "dtype": str(dtype).removeprefix("torch."),
+             "shape": list(shape), "flops": flops, "ms": ms, "TFLOPs": flops / ms / 1e9}
+            for impl, ms in times.items()]
+
+
 def bench_linear(device: torch.device, numel: int, repeats: int, quick: bool = False) -> list[dict[str, Any]]:
     """fusedops.linear against F.linear (+ activation / clamp) in eager and
     torch.compile: forward for each epilogue and forward+backward with bias, in
@@ -285,58 +309,37 @@ def bench_linear(device: torch.device, numel: int, repeats: int, quick: bool = F
     on_gpu = device.type == "cuda"
     shapes = LINEAR_SHAPES_GPU if on_gpu and not quick else LINEAR_SHAPES_SMALL[: 2 if quick else 3]
     dtypes = (torch.bfloat16, torch.float16, torch.float32) if on_gpu else (torch.float32, torch.bfloat16)
-    variants: dict[str, dict[str, Any]] = {
-        "linear": {},
-        "linear+relu": {"activation": "relu"},
-        "linear+gelu": {"activation": "gelu"},
-        "linear+clamp": {"min": -1.0, "max": 1.0},
-    }
-
-    def eager_fn(activation=None, min=None, max=None):
-        act = {None: lambda t: t, "relu": F.relu, "gelu": F.gelu}[activation]
-        if min is None and max is None:
-            return lambda x, w, b: act(F.linear(x, w, b))
-        return lambda x, w, b: torch.clamp(act(F.linear(x, w, b)), min, max)
-
-    eager = {name: eager_fn(**kw) for name, kw in variants.items()}
+    eager = {name: _eager_linear(**kw) for name, kw in LINEAR_VARIANTS.items()}
     compiled = {name: torch.compile(fn, fullgraph=True, dynamic=True) for name, fn in eager.items()}
     rows: list[dict[str, Any]] = []
-
-    def row(op, pass_, impl, dtype, shape, ms, flops):
-        rows.append({"op": op, "pass": pass_, "impl": impl, "dtype": str(dtype).removeprefix("torch."),
-                     "shape": list(shape), "flops": flops, "ms": ms, "TFLOPs": flops / ms / 1e9})
-
     for dtype in dtypes:
         for m, n, k in shapes:
             x = torch.randn(m, k, device=device, dtype=dtype)
             w = torch.randn(n, k, device=device, dtype=dtype) / k**0.5
             b = torch.randn(n, device=device, dtype=dtype)
             with torch.no_grad():
-                for name, kw in variants.items():
-                    impls = {
-                        "fusedops": functools.partial(fusedops.linear, x, w, b, **kw),
-                        "eager": functools.partial(eager[name], x, w, b),
-                        "compile": functools.partial(compiled[name], x, w, b),
-                    }
-                    for impl, ms in measure_impls(impls, device, repeats).items():
-                        row(name, "fwd", impl, dtype, (m, n, k), ms, 2 * m * n * k)
-            xg, wg, bg = (t.clone().requires_grad_() for t in (x, w, b))
+                for name, kw in LINEAR_VARIANTS.items():
+                    impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **kw),
+                             "eager": functools.partial(eager[name], x, w, b),
+                             "compile": functools.partial(compiled[name], x, w, b)}
+                    times = measure_impls(impls, device, repeats)
+                    rows += _linear_rows(name, "fwd", times, dtype, (m, n, k), 2 * m * n * k)
+            leaves = tuple(t.clone().requires_grad_() for t in (x, w, b))
             grad = torch.randn(m, n, device=device, dtype=dtype)
-
-            def train(f, xg=xg, wg=wg, bg=bg, grad=grad):
-                return lambda: torch.autograd.grad(f(xg, wg, bg), (xg, wg, bg), grad)
-
-            impls = {
-                "fusedops": train(lambda x, w, b: fusedops.linear(x, w, b)),
-                "eager": train(eager["linear"]),
-                "compile": train(compiled["linear"]),
-            }
-            for impl, ms in measure_impls(impls, device, repeats).items():
-                row("linear", "fwd+bwd", impl, dtype, (m, n, k), ms, 6 * m * n * k)
+            impls = {impl: functools.partial(_linear_train_step, fn, leaves, grad)
+                     for impl, fn in (("fusedops", fusedops.linear), ("eager", eager["linear"]),
+                                      ("compile", compiled["linear"]))}
+            times = measure_impls(impls, device, repeats)
+            rows += _linear_rows("linear", "fwd+bwd", times, dtype, (m, n, k), 6 * m * n * k)
 
     # Host overhead: 16x16, where the device is idle most of the time.
     small = (torch.randn(16, 16, device=device), torch.randn(16, 16, device=device), torch.randn(16, device=device))
     return rows + host_rows("linear", [16, 16, 16], small, fusedops.linear, F.linear, device, quick)
+
+
+def _linear_train_step(fn: Callable[..., torch.Tensor], leaves: tuple[torch.Tensor, ...],
+                       grad: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.autograd.grad(fn(*leaves), leaves, grad)
 
 
 def _eager_scale_bias_clamp(x, scale, bias, lo: float, hi: float):
@@ -438,6 +441,27 @@ def annotate(rows: list[dict[str, Any]], ceilings: dict[str, dict[str, Any]]) ->
             row["fusedops_speedup"] = row["ms"] / ours[key]
 
 
+def measure_ceilings(device: torch.device, args: argparse.Namespace, numel: int,
+                     repeats: int) -> dict[str, dict[str, Any]]:
+    """The run's ceilings: copy bandwidth at `numel` float32, and a GEMM per
+    dtype where an op is held to it."""
+    _progress.begin("ceilings")
+    ceilings: dict[str, dict[str, Any]] = {}
+    ceilings["copy"] = {"value": copy_ceiling_gbs(device, numel, repeats), "unit": "GB/s",
+                        "what": f"copy_ of {numel} float32, read + written"}
+    on_gpu = device.type == "cuda"
+    gemm_dtypes = (torch.bfloat16, torch.float16, torch.float32) if on_gpu else (torch.float32, torch.bfloat16)
+    if any(BENCHMARKS[name].ceiling == "gemm" for name in args.ops):
+        for dtype in gemm_dtypes:
+            tflops, size = gemm_ceiling_tflops(device, dtype, repeats, args.quick)
+            name = str(dtype).removeprefix("torch.")
+            ceilings[f"gemm_{name}"] = {"value": tflops, "unit": "TFLOP/s", "what": f"{name} mm {size}^3"}
+    _progress.end()
+    for name, c in ceilings.items():
+        print(f"ceiling {name}: {c['value']:.1f} {c['unit']} ({c['what']})", flush=True)
+    return ceilings
+
+
 def run(args: argparse.Namespace) -> int:
     hint = bench_report.matplotlib_missing() if args.plot else None
     if hint:
@@ -470,20 +494,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"fusedops bench on {env['device']} (torch {env['torch']}; elementwise sizes "
           f"{', '.join(bench_report.shape_text([s]) for s in sizes)}; median of {repeats})", flush=True)
 
-    _progress.begin("ceilings")
-    ceilings: dict[str, dict[str, Any]] = {}
-    ceilings["copy"] = {"value": copy_ceiling_gbs(device, max(sizes), repeats), "unit": "GB/s",
-                        "what": f"copy_ of {max(sizes)} float32, read + written"}
-    gemm_dtypes = (torch.bfloat16, torch.float16, torch.float32) if on_gpu else (torch.float32, torch.bfloat16)
-    if any(BENCHMARKS[name].ceiling == "gemm" for name in args.ops):
-        for dtype in gemm_dtypes:
-            tflops, size = gemm_ceiling_tflops(device, dtype, repeats, args.quick)
-            name = str(dtype).removeprefix("torch.")
-            ceilings[f"gemm_{name}"] = {"value": tflops, "unit": "TFLOP/s", "what": f"{name} mm {size}^3"}
-    _progress.end()
-    for name, c in ceilings.items():
-        print(f"ceiling {name}: {c['value']:.1f} {c['unit']} ({c['what']})", flush=True)
-
+    ceilings = measure_ceilings(device, args, max(sizes), repeats)
     result: dict[str, Any] = {"env": env, "ceilings": ceilings, "rows": []}
     for name in args.ops:
         bench = BENCHMARKS[name]
