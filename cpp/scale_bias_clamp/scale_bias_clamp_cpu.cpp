@@ -20,12 +20,7 @@ void forward_cpu_kernel(const SbcForwardSetup& s, int64_t numel) {
   const int inner = l.ndim - 1;
   const int64_t so = l.strides[0][inner], sx = l.strides[1][inner], sb = l.strides[2][inner];
   cpu::parallel_for(numel, cpu::kGrain, [&](int64_t begin, int64_t end) {
-    const A lo = clamp.lo, hi = clamp.hi, sc = scale;
-    auto f = [lo, hi, sc](A xv, A b) {
-      const A v = xv * sc + b;
-      const A r = v < lo ? lo : v;
-      return r > hi ? hi : r;
-    };
+    auto f = [clamp, sc = scale](A xv, A b) { return clamp(xv * sc + b); };
     cpu::for_each_run(l, begin, end, [&](int64_t len, const int64_t* off) {
       T* __restrict__ o = out + off[0];
       const T* __restrict__ xp = x + off[1];

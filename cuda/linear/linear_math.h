@@ -1,15 +1,11 @@
 // The elementwise part of fusedops.linear, shared by the CPU loops and the CUDA
-// kernels: activation, clamp, and their gradients. Torch-free, host and device.
+// kernels: activation and its gradient (the clamp is cuda/common/clamp.h). Torch-free, host and device.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define FUSEDOPS_HD __host__ __device__ __forceinline__
-#else
-#define FUSEDOPS_HD inline
-#endif
+#include "cuda/common/clamp.h"
 
 namespace fusedops {
 
@@ -78,20 +74,6 @@ FUSEDOPS_HD A activate_grad(Activation act, A v) {
     }
     default: return A(1);
   }
-}
-
-// torch.clamp: NaN propagates; min > max gives max.
-template <typename A>
-FUSEDOPS_HD A clamp_value(A v, bool has_min, A lo, bool has_max, A hi) {
-  if (has_min) v = v < lo ? lo : v;
-  if (has_max) v = v > hi ? hi : v;
-  return v;
-}
-
-// torch.clamp's gradient mask: passes where lo <= v <= hi, zero elsewhere and at NaN.
-template <typename A>
-FUSEDOPS_HD bool clamp_passes(A v, bool has_min, A lo, bool has_max, A hi) {
-  return (!has_min || v >= lo) && (!has_max || v <= hi) && v == v;
 }
 
 }  // namespace fusedops

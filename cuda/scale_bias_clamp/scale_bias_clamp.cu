@@ -271,6 +271,35 @@ __device__ void write_flat_partials(A acc_s, A acc_b, A* partials) {
   }
 }
 
+// What one thread of the flat backward carries: the scalars, where the
+// gradients go, and its sums of the scale gradient and of gm.
+template <typename T, bool kDenseBias>
+struct FlatBackward {
+  using A = opmath_t<T>;
+  A s, b0;
+  SbcClamp<A> clamp;
+  T* grad_x;
+  T* grad_bias_full;
+  A acc_s = 0, acc_b = 0;
+
+  // The W elements of vector i (W = kVec; 1 for the last n % kVec elements).
+  template <int W>
+  __device__ __forceinline__ void operator()(int64_t i, const Vec<T, W>& gv, const Vec<T, W>& xv,
+                                             const Vec<T, W>& bv) {
+    Vec<T, W> ox, ob;
+#pragma unroll
+    for (int e = 0; e < W; ++e) {
+      const BwdElement<T> el(gv.v[e], xv.v[e], s, kDenseBias ? to_opmath(bv.v[e]) : b0, clamp);
+      ox.v[e] = from_opmath<T>(el.gx);
+      ob.v[e] = from_opmath<T>(el.gm);
+      acc_s += el.gs;
+      acc_b += el.gm;
+    }
+    if (grad_x != nullptr) reinterpret_cast<Vec<T, W>*>(grad_x)[i] = ox;
+    if (grad_bias_full != nullptr) reinterpret_cast<Vec<T, W>*>(grad_bias_full)[i] = ob;
+  }
+};
+
 // Dense x and grad_out. partials (if not null): see write_flat_partials (the
 // gm sums serve a one-element bias).
 template <typename T, int kVec, bool kDenseBias>
@@ -278,29 +307,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     sbc_backward_flat(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ bias,
                       SbcArgs<T> args, int64_t n, T* __restrict__ grad_x, T* __restrict__ grad_bias_full,
                       opmath_t<T>* __restrict__ partials) {
-  using A = opmath_t<T>;
   using V = Vec<T, kVec>;
-  A s, b0;
-  flat_scalars<T, kDenseBias>(bias, args, s, b0);
+  FlatBackward<T, kDenseBias> step{{}, {}, args.clamp, grad_x, grad_bias_full};
+  flat_scalars<T, kDenseBias>(bias, args, step.s, step.b0);
   const V* vg = reinterpret_cast<const V*>(g);
   const V* vx = reinterpret_cast<const V*>(x);
   const V* vb = reinterpret_cast<const V*>(bias);
-  V* vgx = reinterpret_cast<V*>(grad_x);
-  V* vgb = reinterpret_cast<V*>(grad_bias_full);
-  A acc_s = 0, acc_b = 0;
-  auto process = [&](int64_t i, const V& gv, const V& xv, const V& bv) {
-    V ox, ob;
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) {
-      const BwdElement<T> el(gv.v[e], xv.v[e], s, kDenseBias ? to_opmath(bv.v[e]) : b0, args.clamp);
-      ox.v[e] = from_opmath<T>(el.gx);
-      ob.v[e] = from_opmath<T>(el.gm);
-      acc_s += el.gs;
-      acc_b += el.gm;
-    }
-    if (vgx != nullptr) vgx[i] = ox;
-    if (vgb != nullptr) vgb[i] = ob;
-  };
   const int64_t nvec = n / kVec;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -313,28 +325,48 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       if constexpr (kDenseBias) bs[u] = vb[i + u * stride];
     }
 #pragma unroll
-    for (int u = 0; u < kBwdUnroll; ++u) process(i + u * stride, gs[u], xs[u], bs[u]);
+    for (int u = 0; u < kBwdUnroll; ++u) step(i + u * stride, gs[u], xs[u], bs[u]);
   }
   for (; i < nvec; i += stride) {
     V bv;
     if constexpr (kDenseBias) bv = vb[i];
-    process(i, vg[i], vx[i], bv);
+    step(i, vg[i], vx[i], bv);
   }
   const int64_t t = nvec * kVec + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t < n) {
-    const BwdElement<T> el(g[t], x[t], s, kDenseBias ? to_opmath(bias[t]) : b0, args.clamp);
-    if (grad_x != nullptr) grad_x[t] = from_opmath<T>(el.gx);
-    if (grad_bias_full != nullptr) grad_bias_full[t] = from_opmath<T>(el.gm);
-    acc_s += el.gs;
-    acc_b += el.gm;
+  if (t < n) step(t, Vec<T, 1>{{g[t]}}, Vec<T, 1>{{x[t]}}, Vec<T, 1>{{kDenseBias ? bias[t] : T()}});
+  if (partials != nullptr) write_flat_partials(step.acc_s, step.acc_b, partials);
+}
+
+// The rows kernel's partials, both in a fixed order: partial_scale
+// [gridDim.y * gridDim.x], the block sums of the scale gradient; partial_bias
+// [gridDim.y, cols], the column sums of gm over the block's rows (threadIdx.y).
+template <typename A, int kVec>
+__device__ void write_rows_partials(A acc_s, const A (&acc_b)[kVec], int64_t cols, A* partial_scale,
+                                    A* partial_bias) {
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  if (partial_bias != nullptr) {
+    __shared__ A smem_cols[kThreads * kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) smem_cols[tid * kVec + e] = acc_b[e];
+    __syncthreads();
+    const int width = blockDim.x * kVec;
+    for (int j = tid; j < width; j += kThreads) {
+      A sum = 0;
+      for (int y = 0; y < int(blockDim.y); ++y) sum += smem_cols[y * width + j];
+      const int64_t col = int64_t(blockIdx.x) * width + j;
+      if (col < cols) partial_bias[int64_t(blockIdx.y) * cols + col] = sum;
+    }
   }
-  if (partials != nullptr) write_flat_partials(acc_s, acc_b, partials);
+  if (partial_scale != nullptr) {
+    __shared__ A smem[32];
+    const A sum = block_sum(acc_s, smem);
+    if (tid == 0) partial_scale[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = sum;
+  }
 }
 
 // [rows, cols] with a [cols] bias (or a number). Thread (x, y) owns one
 // vector column and the rows y, y + grid rows, ...; it keeps the bias and the
-// column sums of gm in registers. partial_scale: [gridDim.y * gridDim.x];
-// partial_bias: [gridDim.y, cols], the column sums of the block's rows.
+// column sums of gm in registers; partials: see write_rows_partials.
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     sbc_backward_rows(const T* __restrict__ g, int64_t sg, const T* __restrict__ x, int64_t sx,
@@ -379,26 +411,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       process(r, reinterpret_cast<const V*>(g + r * sg)[c], reinterpret_cast<const V*>(x + r * sx)[c]);
     }
   }
-  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
-  if (partial_bias != nullptr) {
-    // Column sums over the block's threadIdx.y, in order.
-    __shared__ A smem_cols[kThreads * kVec];
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) smem_cols[tid * kVec + e] = acc_b[e];
-    __syncthreads();
-    const int width = blockDim.x * kVec;
-    for (int j = tid; j < width; j += kThreads) {
-      A sum = 0;
-      for (int y = 0; y < int(blockDim.y); ++y) sum += smem_cols[y * width + j];
-      const int64_t col = int64_t(blockIdx.x) * width + j;
-      if (col < cols) partial_bias[int64_t(blockIdx.y) * cols + col] = sum;
-    }
-  }
-  if (partial_scale != nullptr) {
-    __shared__ A smem[32];
-    const A sum = block_sum(acc_s, smem);
-    if (tid == 0) partial_scale[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = sum;
-  }
+  write_rows_partials<A, kVec>(acc_s, acc_b, cols, partial_scale, partial_bias);
 }
 
 // Any layout. Same partials as sbc_backward_flat.
@@ -493,6 +506,40 @@ SbcBackwardPlan plan_t(const SbcBackwardProblem& p, const DeviceInfo& dev) {
   return plan;
 }
 
+// The rows path: the main kernel, then the fixed-order reductions of its partials.
+template <typename T>
+cudaError_t backward_rows_t(const SbcBackwardProblem& p, const SbcBackwardPlan& plan, opmath_t<T>* partials,
+                            cudaStream_t stream) {
+  using A = opmath_t<T>;
+  const SbcShape& sh = p.shape;
+  T* grad_x = static_cast<T*>(p.grads.grad_x);
+  T* grad_scale = static_cast<T*>(p.grads.grad_scale);
+  if (plan.grid_x == 0x7fffffffu || p.grads.grad_bias_full != nullptr) return cudaErrorInvalidConfiguration;
+  const dim3 grid(plan.grid_x, plan.grid_y), block(plan.block_x, plan.block_y);
+  const int64_t blocks = int64_t(plan.grid_x) * plan.grid_y;
+  A* partial_scale = grad_scale != nullptr ? partials : nullptr;
+  A* partial_bias = sh.bias_grad == SbcBiasGrad::Rows ? partials + (partial_scale ? blocks : 0) : nullptr;
+  const auto launch = [&]<int kVec>() {
+    sbc_backward_rows<T, kVec><<<grid, block, 0, stream>>>(
+        static_cast<const T*>(p.grad_out), p.layout.strides[1][0], static_cast<const T*>(p.x),
+        p.layout.strides[2][0], static_cast<const T*>(p.bias), make_args<T>(p.scalars), sh.rows, sh.cols,
+        grad_x, partial_scale, partial_bias);
+  };
+  if (plan.vectorized) {
+    launch.template operator()<kVec16<T>>();
+  } else {
+    launch.template operator()<1>();
+  }
+  if (partial_scale != nullptr) {
+    sbc_reduce_partials<T><<<1, kThreads, 0, stream>>>(partial_scale, blocks, grad_scale);
+  }
+  if (partial_bias != nullptr) {
+    sbc_reduce_columns<T><<<static_cast<unsigned>(ceil_div(sh.cols, 32)), dim3(32, 8), 0, stream>>>(
+        partial_bias, plan.grid_y, sh.cols, static_cast<T*>(p.grads.grad_bias_sum));
+  }
+  return cudaGetLastError();
+}
+
 template <typename T>
 cudaError_t backward_t(const SbcBackwardProblem& p, const SbcBackwardPlan& plan, void* partials_raw,
                        cudaStream_t stream) {
@@ -509,29 +556,7 @@ cudaError_t backward_t(const SbcBackwardProblem& p, const SbcBackwardPlan& plan,
   A* partials = plan.partial_elems > 0 ? static_cast<A*>(partials_raw) : nullptr;
   const int64_t n = p.numel;
   const SbcShape& sh = p.shape;
-  if (sh.path == SbcPath::Rows) {
-    if (plan.grid_x == 0x7fffffffu || grad_bias_full != nullptr) return cudaErrorInvalidConfiguration;
-    const dim3 grid(plan.grid_x, plan.grid_y), block(plan.block_x, plan.block_y);
-    const int64_t blocks = int64_t(plan.grid_x) * plan.grid_y;
-    A* partial_scale = grad_scale != nullptr ? partials : nullptr;
-    A* partial_bias = sh.bias_grad == SbcBiasGrad::Rows ? partials + (partial_scale ? blocks : 0) : nullptr;
-    const int64_t sg = p.layout.strides[1][0], sx = p.layout.strides[2][0];
-    if (plan.vectorized) {
-      sbc_backward_rows<T, kVec><<<grid, block, 0, stream>>>(g, sg, x, sx, bias, args, sh.rows, sh.cols,
-                                                             grad_x, partial_scale, partial_bias);
-    } else {
-      sbc_backward_rows<T, 1><<<grid, block, 0, stream>>>(g, sg, x, sx, bias, args, sh.rows, sh.cols, grad_x,
-                                                          partial_scale, partial_bias);
-    }
-    if (partial_scale != nullptr) {
-      sbc_reduce_partials<T><<<1, kThreads, 0, stream>>>(partial_scale, blocks, grad_scale);
-    }
-    if (partial_bias != nullptr) {
-      sbc_reduce_columns<T><<<static_cast<unsigned>(ceil_div(sh.cols, 32)), dim3(32, 8), 0, stream>>>(
-          partial_bias, plan.grid_y, sh.cols, grad_bias_sum);
-    }
-    return cudaGetLastError();
-  }
+  if (sh.path == SbcPath::Rows) return backward_rows_t<T>(p, plan, partials, stream);
   const unsigned grid = plan.grid_x;
   if (sh.path == SbcPath::Flat) {
     const bool dense = bias != nullptr && p.layout.strides[3][0] == 1;

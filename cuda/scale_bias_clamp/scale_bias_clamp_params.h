@@ -6,13 +6,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "cuda/common/clamp.h"
 #include "cuda/common/kernel_types.h"
-
-#if defined(__CUDACC__)
-#define FUSEDOPS_HD __host__ __device__ __forceinline__
-#else
-#define FUSEDOPS_HD inline
-#endif
 
 namespace fusedops {
 
@@ -38,11 +33,9 @@ struct SbcClamp {
   A lo, hi;
   bool any_bound;
 
-  FUSEDOPS_HD A operator()(A v) const {
-    const A r = v < lo ? lo : v;
-    return r > hi ? hi : r;
-  }
-  FUSEDOPS_HD bool pass(A v) const { return !any_bound || (v >= lo && v <= hi); }
+  // An absent bound is an infinite one here, so both are always applied.
+  FUSEDOPS_HD A operator()(A v) const { return clamp_value(v, true, lo, true, hi); }
+  FUSEDOPS_HD bool pass(A v) const { return !any_bound || clamp_passes(v, true, lo, true, hi); }
 };
 
 template <typename A>
