@@ -47,7 +47,7 @@ Tensor add_cpu(const Tensor& a, const Tensor& b) {
   Tensor out = empty(a, add_output_shape(a, b));
   if (out.numel() == 0) return out;
   Tensor x = a, y = b;
-  const auto layout = elementwise_layout<3>(out, {&x, &y});
+  const auto layout = elementwise_layout<3>(out.sizes(), {&x, &y});
   cpu::dispatch_floating(to_dtype(a.scalar_type()), [&]<typename T>() {
     add_kernel<T>(layout, out.numel(), static_cast<T*>(out.data_ptr()), static_cast<const T*>(x.data_ptr()),
                   static_cast<const T*>(y.data_ptr()));

@@ -12,7 +12,7 @@ Tensor add_cuda(const Tensor& a, const Tensor& b) {
   Tensor out = empty(a, shape);
   if (out.numel() == 0) return out;
   Tensor x = a, y = b;
-  const auto layout = elementwise_layout<3>(out, {&x, &y});
+  const auto layout = elementwise_layout<3>(out.sizes(), {&x, &y});
   cuda::check_cuda("add", cuda::launch_add(to_dtype(a.scalar_type()), out.data_ptr(), x.data_ptr(),
                                            y.data_ptr(), layout, out.numel(), cuda::current_stream(a)));
   return out;

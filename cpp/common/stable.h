@@ -156,31 +156,36 @@ inline std::vector<int64_t> broadcast_shape(const char* op, const char* name_a, 
   return out;
 }
 
-// The layout of `out` (contiguous, allocated by the caller) and `inputs`
-// broadcast to it. Past kMaxDims dims after coalescing, the inputs are
-// replaced by contiguous copies (copy_ broadcasts), so the layout always fits.
+// The layout over `sizes` of a contiguous output (operand 0, allocated by the
+// caller) and `inputs` broadcast to it. A null input (a value the kernels take
+// as a number) gets zero strides. Past kMaxDims dims after coalescing, the
+// inputs are replaced by contiguous copies (copy_ broadcasts), so the layout
+// always fits.
 template <int N>
-StridedLayout<N> elementwise_layout(const Tensor& out, std::array<Tensor*, N - 1> inputs) {
-  const int ndim = static_cast<int>(out.dim());
-  std::array<std::vector<int64_t>, N - 1> input_strides;
-  std::array<const int64_t*, N> strides{out.strides().data()};
+StridedLayout<N> elementwise_layout(torch::headeronly::IntHeaderOnlyArrayRef sizes,
+                                    std::array<Tensor*, N - 1> inputs) {
+  const int ndim = static_cast<int>(sizes.size());
+  std::array<std::vector<int64_t>, N> strides;
+  strides[0].assign(ndim, 1);
+  for (int d = ndim - 2; d >= 0; --d) strides[0][d] = strides[0][d + 1] * std::max<int64_t>(sizes[d + 1], 1);
+  std::array<const int64_t*, N> pointers{strides[0].data()};
   for (int k = 1; k < N; ++k) {
-    const Tensor& t = *inputs[k - 1];
-    input_strides[k - 1].resize(ndim);
-    broadcast_strides(static_cast<int>(t.dim()), t.sizes().data(), t.strides().data(), ndim,
-                      input_strides[k - 1].data());
-    strides[k] = input_strides[k - 1].data();
+    strides[k].assign(ndim, 0);
+    if (const Tensor* t = inputs[k - 1]) {
+      broadcast_strides(static_cast<int>(t->dim()), t->sizes().data(), t->strides().data(), ndim,
+                        strides[k].data());
+    }
+    pointers[k] = strides[k].data();
   }
   StridedLayout<N> layout;
-  if (!coalesce<N>(ndim, out.sizes().data(), strides, layout)) {
-    for (Tensor* t : inputs) {
-      Tensor dense = empty(*t, out.sizes());
-      torch::stable::copy_(dense, *t);
-      *t = dense;
-    }
-    return elementwise_layout<N>(out, inputs);
+  if (coalesce<N>(ndim, sizes.data(), pointers, layout)) return layout;
+  for (Tensor* t : inputs) {
+    if (t == nullptr) continue;
+    Tensor dense = empty(*t, sizes);
+    torch::stable::copy_(dense, *t);
+    *t = dense;
   }
-  return layout;
+  return elementwise_layout<N>(sizes, inputs);
 }
 
 }  // namespace fusedops

@@ -60,38 +60,6 @@ SbcScalars sbc_scalars(const OptTensor& scale, double scale_value, double bias_v
   return s;
 }
 
-// The layout over x's shape of a contiguous x-shaped output (operand 0) and
-// `inputs` broadcast to it. A missing input (null: a bias given as a number,
-// which the kernels do not read) gets zero strides, so it costs no tensor.
-// Past kMaxDims dims after coalescing, the inputs are replaced by dense copies
-// (as elementwise_layout does), so the layout always fits.
-template <int N>
-StridedLayout<N> sbc_layout(const Tensor& x, std::array<Tensor*, N - 1> inputs) {
-  const auto shape = x.sizes();
-  const int ndim = static_cast<int>(shape.size());
-  std::array<std::vector<int64_t>, N> strides;
-  strides[0].assign(ndim, 1);
-  for (int d = ndim - 2; d >= 0; --d) strides[0][d] = strides[0][d + 1] * shape[d + 1];
-  std::array<const int64_t*, N> pointers{strides[0].data()};
-  for (int k = 1; k < N; ++k) {
-    strides[k].assign(ndim, 0);
-    if (const Tensor* t = inputs[k - 1]) {
-      broadcast_strides(static_cast<int>(t->dim()), t->sizes().data(), t->strides().data(), ndim,
-                        strides[k].data());
-    }
-    pointers[k] = strides[k].data();
-  }
-  StridedLayout<N> layout;
-  if (coalesce<N>(ndim, shape.data(), pointers, layout)) return layout;
-  for (Tensor* t : inputs) {
-    if (t == nullptr) continue;
-    Tensor dense = empty(*t, shape);
-    torch::stable::copy_(dense, *t);
-    *t = dense;
-  }
-  return sbc_layout<N>(x, inputs);
-}
-
 // torch's sum_to: `full` (x's shape) summed over the dims that a tensor of
 // `sizes` lacks or broadcasts along.
 Tensor sum_to(const Tensor& full, const std::vector<int64_t>& sizes) {
@@ -114,7 +82,7 @@ SbcForwardSetup sbc_forward_setup(const Tensor& x, const OptTensor& scale, const
   sbc_check(x, scale, bias);
   SbcForwardSetup s{empty(x, x.sizes()), x, bias, StridedLayout<3>{},
                     sbc_scalars(scale, scale_value, bias_value, min, max)};
-  if (s.out.numel() > 0) s.layout = sbc_layout<3>(x, {&s.x, s.bias ? &*s.bias : nullptr});
+  if (s.out.numel() > 0) s.layout = elementwise_layout<3>(x.sizes(), {&s.x, s.bias ? &*s.bias : nullptr});
   return s;
 }
 
@@ -135,7 +103,7 @@ SbcBackwardSetup sbc_backward_setup(const Tensor& grad_out, const Tensor& x, con
     return s;
   }
   if (need_scale) s.grad_scale = empty(x, scale->sizes());
-  s.layout = sbc_layout<4>(x, {&s.grad_out, &s.x, s.bias ? &*s.bias : nullptr});
+  s.layout = elementwise_layout<4>(x.sizes(), {&s.grad_out, &s.x, s.bias ? &*s.bias : nullptr});
   s.shape = classify_backward(s.layout, bias.has_value(), bias ? bias->numel() : 0, need_bias);
   if (s.shape.bias_grad == SbcBiasGrad::Full) {
     const auto sizes = bias->sizes();
