@@ -178,7 +178,7 @@ def test_nn_module(device):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
-def test_cuda_more_than_2_31_elements():
+def test_cuda_more_than_2_31_elements_row_and_flat_paths():
     if torch.cuda.get_device_properties(0).total_memory < 60 * 2**30:
         pytest.skip("needs a GPU with 60 GiB")
     n = 2**31 + 64
@@ -205,7 +205,7 @@ def test_cuda_more_than_2_31_elements():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
-def test_cuda_more_than_2_31_elements_backward():
+def test_cuda_more_than_2_31_elements_full_reductions():
     """Forward and backward over 2^31 + 1024 float16 elements with a [1024]
     bias: the output at both ends, and the grads: grad_x at both ends, the full
     reductions of grad_bias and grad_scale against a chunked float64 reference."""
