@@ -86,21 +86,32 @@ def test_warm_up_runs_at_least_three_calls_and_the_given_time():
     assert bench.warm_up(lambda: (calls.append(1), time.sleep(0.03)), cpu, seconds=0.01) == len(calls) == 3
 
 
-def test_measure_ms_times_only_calls_after_the_warm_up(monkeypatch):
-    calls = []
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """bench's clock, advanced only by the calls under test: exact times on a
+    loaded machine (a sleep can overshoot by milliseconds under parallel tests)."""
+    now = [0.0]
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: now[0])
     monkeypatch.setattr(bench, "WARMUP_S", 0.0)
-    ms = bench.measure_ms(lambda: (calls.append(1), time.sleep(0.002)), torch.device("cpu"), repeats=5)
-    assert len(calls) == 3 + 5 and 2.0 <= ms < 50.0
+
+    def takes(seconds, calls, name):
+        def call():
+            calls.append(name)
+            now[0] += seconds
+        return call
+
+    return takes
 
 
-def test_measure_impls_takes_turns_in_rotated_rounds(monkeypatch):
-    monkeypatch.setattr(bench, "WARMUP_S", 0.0)
+def test_measure_ms_times_only_calls_after_the_warm_up(fake_clock):
     calls = []
+    ms = bench.measure_ms(fake_clock(0.002, calls, "a"), torch.device("cpu"), repeats=5)
+    assert len(calls) == 3 + 5 and ms == pytest.approx(2.0)
 
-    def impl(name, seconds):
-        return lambda: (calls.append(name), time.sleep(seconds))
 
-    fns = {"a": impl("a", 0.001), "b": impl("b", 0.004), "c": impl("c", 0.0)}
+def test_measure_impls_takes_turns_in_rotated_rounds(fake_clock):
+    calls = []
+    fns = {name: fake_clock(seconds, calls, name) for name, seconds in (("a", 0.001), ("b", 0.004), ("c", 0.0))}
     ms = bench.measure_impls(fns, torch.device("cpu"), repeats=10)
     assert calls[:9] == ["a"] * 3 + ["b"] * 3 + ["c"] * 3  # warm-up
     timed = calls[9:]
@@ -110,5 +121,4 @@ def test_measure_impls_takes_turns_in_rotated_rounds(monkeypatch):
     assert rounds[1] == ["b", "b", "c", "c", "a", "a"]
     assert rounds[2] == ["c", "c", "a", "a", "b", "b"]
     assert rounds[3] == rounds[0]
-    assert set(ms) == {"a", "b", "c"}
-    assert ms["c"] < 1.0 <= ms["a"] < ms["b"] and 4.0 <= ms["b"] < 50.0
+    assert ms == pytest.approx({"a": 1.0, "b": 4.0, "c": 0.0})

@@ -98,8 +98,11 @@ if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ]; then
         run_env=(env PYTHONUNBUFFERED=1)
         # Four host threads launching at once: racecheck loses track of a
         # launch ("Internal Sanitizer Error") or crawls for minutes; the
-        # kernels are the ones the other tests check.
-        tool_filter="($filter) and not threads"
+        # kernels are the ones the other tests check. add's broadcast sample
+        # reduces its gradients with torch's own sum, whose reduce_kernel
+        # racecheck reports (PyTorch's kernel, not one of ours; H200, torch
+        # 2.11, benchmarks/results/NOTES.md).
+        tool_filter="($filter) and not threads and not broadcast"
       fi
       selection=()
       for word in $tests; do
