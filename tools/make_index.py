@@ -203,8 +203,8 @@ def install_commands(base_url: str, variant: str, newest: str, torch_index: str 
     return cmds
 
 
-def build(wheel_dir: Path, out: Path, base_url: str) -> list[Wheel]:
-    base_url = base_url.rstrip("/")
+def _collect(wheel_dir: Path) -> dict[str, Wheel]:
+    """The project's wheels under wheel_dir by file name; one name with two contents is an error."""
     wheels: dict[str, Wheel] = {}
     for path in sorted(wheel_dir.rglob("*.whl")):
         if normalize(path.name.split("-")[0]) != PROJECT:
@@ -217,7 +217,52 @@ def build(wheel_dir: Path, out: Path, base_url: str) -> list[Wheel]:
         wheels[w.filename] = w
     if not wheels:
         raise BadWheelError(f"no {PROJECT} wheels under {wheel_dir}")
+    return wheels
 
+
+def _write_variant(out: Path, variant: str, ws: list[Wheel]) -> list[str]:
+    """One variant's wheels (+ PEP 658 metadata), its simple index (HTML and
+    JSON) and its find-links page; returns its versions, oldest first."""
+    store = out / variant / "wheels"
+    store.mkdir(parents=True)
+    for w in ws:
+        shutil.copyfile(w.path, store / w.filename)
+        (store / f"{w.filename}.metadata").write_bytes(w.metadata)
+    simple = out / variant / "simple"
+    (simple / PROJECT).mkdir(parents=True)
+    (simple / "index.html").write_text(_page("Simple index", [f'<a href="{PROJECT}/">{PROJECT}</a><br>']),
+                                       encoding="utf-8")
+    (simple / "index.json").write_text(_json({"meta": {"api-version": "1.1"}, "projects": [{"name": PROJECT}]}),
+                                       encoding="utf-8")
+    (simple / PROJECT / "index.html").write_text(
+        _page(f"Links for {PROJECT}", [_wheel_anchor(w, "../../wheels/", True) for w in ws]), encoding="utf-8")
+    versions = sorted({w.version for w in ws}, key=_version_key)
+    files = [_wheel_json(w, "../../wheels/") for w in ws]
+    (simple / PROJECT / "index.json").write_text(
+        _json({"meta": {"api-version": "1.1"}, "name": PROJECT, "versions": versions, "files": files}),
+        encoding="utf-8")
+    (out / f"{variant}.html").write_text(
+        _page(f"{PROJECT} wheels: {variant}", [_wheel_anchor(w, f"{variant}/wheels/", False) for w in ws]),
+        encoding="utf-8")
+    return versions
+
+
+def _landing_row(base_url: str, variant: str, versions: list[str], spec: dict) -> str:
+    """The landing page's row of one variant: what it serves, its versions, links, install commands."""
+    cmds = install_commands(base_url, variant, versions[-1], spec.get("torch_index_url"))
+    return ("<tr>"
+            f"<td>{html.escape(variant)}</td>"
+            f"<td>{html.escape(spec.get('serves', ''))}</td>"
+            f"<td>{html.escape(', '.join(versions))}</td>"
+            f'<td><a href="{html.escape(variant)}/simple/">simple</a> '
+            f'<a href="{html.escape(variant)}.html">find-links</a></td>'
+            f"<td>{''.join(f'<pre>{html.escape(c)}</pre>' for c in cmds)}</td>"
+            "</tr>")
+
+
+def build(wheel_dir: Path, out: Path, base_url: str) -> list[Wheel]:
+    base_url = base_url.rstrip("/")
+    wheels = _collect(wheel_dir)
     if out.exists() and any(out.iterdir()):
         raise BadWheelError(f"{out} is not empty")
     out.mkdir(parents=True, exist_ok=True)
@@ -226,56 +271,9 @@ def build(wheel_dir: Path, out: Path, base_url: str) -> list[Wheel]:
     by_variant: dict[str, list[Wheel]] = {}
     for w in sorted(wheels.values(), key=lambda w: (w.variant, _version_key(w.version), w.filename)):
         by_variant.setdefault(w.variant, []).append(w)
-
     matrix = matrix_variants()
-    rows = []
-    for variant, ws in sorted(by_variant.items()):
-        store = out / variant / "wheels"
-        store.mkdir(parents=True)
-        for w in ws:
-            shutil.copyfile(w.path, store / w.filename)
-            (store / f"{w.filename}.metadata").write_bytes(w.metadata)
-        simple = out / variant / "simple"
-        (simple / PROJECT).mkdir(parents=True)
-        (simple / "index.html").write_text(
-            _page("Simple index", [f'<a href="{PROJECT}/">{PROJECT}</a><br>']), encoding="utf-8"
-        )
-        (simple / "index.json").write_text(
-            _json({"meta": {"api-version": "1.1"}, "projects": [{"name": PROJECT}]}), encoding="utf-8"
-        )
-        (simple / PROJECT / "index.html").write_text(
-            _page(f"Links for {PROJECT}", [_wheel_anchor(w, "../../wheels/", True) for w in ws]),
-            encoding="utf-8",
-        )
-        versions = sorted({w.version for w in ws}, key=_version_key)
-        (simple / PROJECT / "index.json").write_text(
-            _json(
-                {
-                    "meta": {"api-version": "1.1"},
-                    "name": PROJECT,
-                    "versions": versions,
-                    "files": [_wheel_json(w, "../../wheels/") for w in ws],
-                }
-            ),
-            encoding="utf-8",
-        )
-        (out / f"{variant}.html").write_text(
-            _page(f"{PROJECT} wheels: {variant}", [_wheel_anchor(w, f"{variant}/wheels/", False) for w in ws]),
-            encoding="utf-8",
-        )
-        spec = matrix.get(variant, {})
-        newest = max(versions, key=_version_key)
-        cmds = install_commands(base_url, variant, newest, spec.get("torch_index_url"))
-        rows.append(
-            "<tr>"
-            f"<td>{html.escape(variant)}</td>"
-            f"<td>{html.escape(spec.get('serves', ''))}</td>"
-            f"<td>{html.escape(', '.join(versions))}</td>"
-            f'<td><a href="{html.escape(variant)}/simple/">simple</a> '
-            f'<a href="{html.escape(variant)}.html">find-links</a></td>'
-            f"<td>{''.join(f'<pre>{html.escape(c)}</pre>' for c in cmds)}</td>"
-            "</tr>"
-        )
+    rows = [_landing_row(base_url, variant, _write_variant(out, variant, ws), matrix.get(variant, {}))
+            for variant, ws in sorted(by_variant.items())]
     body = [
         "<p>One index per variant: pick the one of your torch "
         "(<code>python -m fusedops info</code> names it; cpu serves every torch).</p>",

@@ -72,6 +72,39 @@ def load(path: Path = DEFAULT_MATRIX) -> dict:
         return json.load(f)
 
 
+def _check_toolchain(name: str, spec: dict, major: str, label: str) -> None:
+    """A variant's CUDA fields: null for cpu; for cuNN a CUDA NN.N, an exact
+    toolkit release of it, valid archs, and a torch index whose CUDA runtime
+    satisfies the loader's rule (same major, minor >= the build's)."""
+    cuda, toolkit, archs = spec.get("cuda"), spec.get("toolkit"), spec.get("archs")
+    if name == "cpu":
+        if cuda or toolkit or archs:
+            raise MatrixError("cpu: cuda, toolkit and archs must be null")
+        if label != "cpu":
+            raise MatrixError(f"cpu: torch index {spec['torch_index_url']} is not PyTorch's CPU index")
+        return
+    c = _CUDA_RE.match(cuda or "")
+    if not c or c[1] != major:
+        raise MatrixError(f"{name}: cuda must be {major}.N, got {cuda!r}")
+    if not (toolkit or "").startswith(cuda + "."):
+        raise MatrixError(f"{name}: toolkit pin must be an exact {cuda}.N release, got {toolkit!r}")
+    check_archs(archs or "")
+    if not label.startswith(f"cu{major}") or int(label[2 + len(major):]) < int(c[2]):
+        raise MatrixError(f"{name}: torch index {label} is not CUDA {major}.x >= {cuda}")
+
+
+def _check_torches(name: str, build_torch: str, tests: list[str]) -> None:
+    """build_torch and test_torch parse; tests are given, distinct and none older than the build's."""
+    for v in [build_torch, *tests]:
+        torch_key(v)
+    if not tests:
+        raise MatrixError(f"{name}: test_torch is empty")
+    if len(set(tests)) != len(tests):
+        raise MatrixError(f"{name}: duplicate test_torch entries")
+    if torch_key(min(tests, key=torch_key)) < torch_key(build_torch):
+        raise MatrixError(f"{name}: a test torch is older than build_torch {build_torch}")
+
+
 def expand(data: dict) -> list[dict]:
     """One dict per variant, in VARIANTS order; every inconsistency is a MatrixError."""
     variants = data["variants"]
@@ -80,49 +113,23 @@ def expand(data: dict) -> list[dict]:
         raise MatrixError(f"unknown variant(s) {unknown}: variants are {', '.join(VARIANTS)}")
     base = data["index_base_url"].rstrip("/")
     entries = []
-    for name in VARIANTS:
-        if name not in variants:
-            continue
+    for name in (n for n in VARIANTS if n in variants):
         spec = variants[name]
         m = _VARIANT_RE.match(name)
         assert m
-        cuda, toolkit, archs = spec.get("cuda"), spec.get("toolkit"), spec.get("archs")
         label = index_label(spec["torch_index_url"])
-        if name == "cpu":
-            if cuda or toolkit or archs:
-                raise MatrixError("cpu: cuda, toolkit and archs must be null")
-            if label != "cpu":
-                raise MatrixError(f"cpu: torch index {spec['torch_index_url']} is not PyTorch's CPU index")
-        else:
-            c = _CUDA_RE.match(cuda or "")
-            if not c or c[1] != m[2]:
-                raise MatrixError(f"{name}: cuda must be {m[2]}.N, got {cuda!r}")
-            if not (toolkit or "").startswith(cuda + "."):
-                raise MatrixError(f"{name}: toolkit pin must be an exact {cuda}.N release, got {toolkit!r}")
-            check_archs(archs or "")
-            # torch's CUDA runtime for this index must satisfy the loader's rule
-            # (same major, minor >= the build's).
-            if not label.startswith(f"cu{m[2]}") or int(label[2 + len(m[2]):]) < int(c[2]):
-                raise MatrixError(f"{name}: torch index {label} is not CUDA {m[2]}.x >= {cuda}")
-        build_torch = spec["build_torch"]
-        tests = spec.get("test_torch") or []
-        for v in [build_torch, *tests]:
-            torch_key(v)
-        if not tests:
-            raise MatrixError(f"{name}: test_torch is empty")
-        if len(set(tests)) != len(tests):
-            raise MatrixError(f"{name}: duplicate test_torch entries")
-        if torch_key(min(tests, key=torch_key)) < torch_key(build_torch):
-            raise MatrixError(f"{name}: a test torch is older than build_torch {build_torch}")
+        _check_toolchain(name, spec, m[2], label)
+        build_torch, tests = spec["build_torch"], spec.get("test_torch") or []
+        _check_torches(name, build_torch, tests)
         entries.append(
             {
                 "variant": name,
                 "torch": build_torch,
-                "cuda": cuda or "cpu",
+                "cuda": spec.get("cuda") or "cpu",
                 "cuda_major": m[2] or "",
-                "cuda_toolkit": toolkit or "",
+                "cuda_toolkit": spec.get("toolkit") or "",
                 "fusedops_cuda": "OFF" if name == "cpu" else "ON",
-                "archs": archs or "",
+                "archs": spec.get("archs") or "",
                 "torch_index_url": spec["torch_index_url"],
                 "torch_label": label,
                 "test_torch": sorted(tests, key=torch_key),
