@@ -474,10 +474,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     device = torch.device(args.device)
     on_gpu = device.type == "cuda"
-    if args.quick:
-        sizes = [1 << 20]
-    else:
-        sizes = [1 << 20, 1 << 24, 1 << 28] if on_gpu else [1 << 16, 1 << 20, 1 << 24]
+    sizes = [1 << 20] if args.quick else [1 << 20, 1 << 24, 1 << 28] if on_gpu else [1 << 16, 1 << 20, 1 << 24]
     repeats = 5 if args.quick else (50 if on_gpu else 10)
     _compiler_allows_many_shapes()
     env = {
@@ -507,6 +504,12 @@ def run(args: argparse.Namespace) -> int:
         result["rows"] += rows
         bench_report.print_summary({"rows": rows})
 
+    _report(result, args)
+    return 0
+
+
+def _report(result: dict[str, Any], args: argparse.Namespace) -> None:
+    """Where fusedops is slower than a baseline; the JSON and the plot where asked for."""
     slower = bench_report.losses(result)
     print("\nwhere fusedops is slower than a baseline:" if slower else "\nfusedops is never slower than a baseline")
     for text in slower:
@@ -518,4 +521,3 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         bench_report.plot(result, args.plot)
         print(f"wrote {args.plot}")
-    return 0
