@@ -102,18 +102,25 @@ inline void check_same_dtype_device(const char* op, const char* name_a, const Te
                  " must be on the same device as ", name_a, " (", device_name(a), "), got ", device_name(b));
 }
 
-// A contiguous tensor of `sizes` on `like`'s device, of `like`'s dtype unless
-// given. torch's empty_strided called through the C shim: torch::stable's
-// new_empty goes through the dispatcher, a microsecond or two a call that
-// small calls notice.
-inline Tensor empty(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef sizes,
-                    std::optional<ScalarType> dtype = std::nullopt) {
+// Row-major strides of a contiguous tensor of `sizes` (a size 0 counts as 1,
+// as torch's empty does).
+inline std::vector<int64_t> contiguous_strides(torch::headeronly::IntHeaderOnlyArrayRef sizes) {
   std::vector<int64_t> strides(sizes.size());
   int64_t stride = 1;
   for (size_t d = sizes.size(); d-- > 0;) {
     strides[d] = stride;
     stride *= std::max<int64_t>(sizes[d], 1);
   }
+  return strides;
+}
+
+// A contiguous tensor of `sizes` on `like`'s device, of `like`'s dtype unless
+// given. torch's empty_strided called through the C shim: torch::stable's
+// new_empty goes through the dispatcher, a microsecond or two a call that
+// small calls notice.
+inline Tensor empty(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef sizes,
+                    std::optional<ScalarType> dtype = std::nullopt) {
+  const std::vector<int64_t> strides = contiguous_strides(sizes);
   int32_t device_type = 0, device_index = 0, dtype_code = 0;
   TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
   TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
@@ -166,8 +173,7 @@ StridedLayout<N> elementwise_layout(torch::headeronly::IntHeaderOnlyArrayRef siz
                                     std::array<Tensor*, N - 1> inputs) {
   const int ndim = static_cast<int>(sizes.size());
   std::array<std::vector<int64_t>, N> strides;
-  strides[0].assign(ndim, 1);
-  for (int d = ndim - 2; d >= 0; --d) strides[0][d] = strides[0][d + 1] * std::max<int64_t>(sizes[d + 1], 1);
+  strides[0] = contiguous_strides(sizes);
   std::array<const int64_t*, N> pointers{strides[0].data()};
   for (int k = 1; k < N; ++k) {
     strides[k].assign(ndim, 0);

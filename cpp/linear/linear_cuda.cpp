@@ -65,7 +65,6 @@ Tensor dense_bias(const Tensor& bias) {
 // pass; false when cuBLASLt has no algorithm (nothing was written).
 bool forward_lt(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, const LinearEpilogue& e,
                 const ForwardBuffers& buf, const CublasMath& math) {
-  lt::CallContext ctx(x2d);
   std::optional<lt::GemmCall> call =
       lt::row_major_gemm(buf.out, lt::view_of(x2d), lt::transposed(lt::view_of(weight)));
   if (!call) return false;
@@ -85,6 +84,7 @@ bool forward_lt(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, 
   // works in place.
   const bool gemm_to_z = buf.want_aux && act == Activation::None;
   call->d = gemm_to_z ? buf.z.mutable_data_ptr() : buf.out.mutable_data_ptr();
+  lt::CallContext ctx(x2d);
   if (!lt::lt_gemm(*call, math, ctx)) return false;
   LinearEpilogue rest = e;
   if (act != Activation::None) rest.act = Activation::None;

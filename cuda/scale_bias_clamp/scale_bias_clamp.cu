@@ -544,6 +544,9 @@ template <typename T>
 cudaError_t backward_t(const SbcBackwardProblem& p, const SbcBackwardPlan& plan, void* partials_raw,
                        cudaStream_t stream) {
   using A = opmath_t<T>;
+  A* partials = plan.partial_elems > 0 ? static_cast<A*>(partials_raw) : nullptr;
+  const SbcShape& sh = p.shape;
+  if (sh.path == SbcPath::Rows) return backward_rows_t<T>(p, plan, partials, stream);
   constexpr int kVec = kVec16<T>;
   const SbcArgs<T> args = make_args<T>(p.scalars);
   const T* g = static_cast<const T*>(p.grad_out);
@@ -553,10 +556,7 @@ cudaError_t backward_t(const SbcBackwardProblem& p, const SbcBackwardPlan& plan,
   T* grad_bias_full = static_cast<T*>(p.grads.grad_bias_full);
   T* grad_scale = static_cast<T*>(p.grads.grad_scale);
   T* grad_bias_sum = static_cast<T*>(p.grads.grad_bias_sum);
-  A* partials = plan.partial_elems > 0 ? static_cast<A*>(partials_raw) : nullptr;
   const int64_t n = p.numel;
-  const SbcShape& sh = p.shape;
-  if (sh.path == SbcPath::Rows) return backward_rows_t<T>(p, plan, partials, stream);
   const unsigned grid = plan.grid_x;
   if (sh.path == SbcPath::Flat) {
     const bool dense = bias != nullptr && p.layout.strides[3][0] == 1;

@@ -220,7 +220,7 @@ def _setup_linear(ctx, inputs, keyword_only_inputs, output):
 
 def _backward_linear(ctx, grad):
     x, weight, saved = ctx.saved_tensors
-    if ctx.recompute:
+    if ctx.recompute:  # saved is the bias (see _save), from which z is recomputed
         with torch.no_grad():  # z is a constant of the gradient formula
             saved = _linear_nograd(x, weight, saved, None, None, None, _cublas_math(x.dtype) if x.is_cuda else 0)
     return _grads(ctx, grad, x, weight, saved)
