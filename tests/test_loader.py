@@ -1,6 +1,7 @@
 """The import-time check: a binary built for another torch or CUDA is refused
 with a message that names both and the command that installs the right wheel."""
 
+import os
 import subprocess
 import sys
 
@@ -43,6 +44,7 @@ def test_mismatch_names_both_sides_and_the_fix(build, torch_version, cuda, expec
     message = _loader.mismatch(build, torch_version, cuda)
     assert message.startswith(f"fusedops {build['version']} cannot run with torch {torch_version}: ")
     assert expected in message
+    assert "\n".join(_loader.rule_lines(_loader.rules(build, torch_version, cuda))) in message
     assert message.rstrip().splitlines()[-1].strip().startswith(fix)
 
 
@@ -65,16 +67,16 @@ def test_import_with_another_torch_raises_import_error():
     assert 'pip install "torch>=2.10"' in result.stdout and "undefined symbol" not in result.stdout
 
 
-def test_info_reports_mismatch_instead_of_failing(tmp_path):
-    # `python -m fusedops info` must still explain what to install.
-    script = tmp_path / "run_info.py"
-    script.write_text("import runpy, sys, torch\ntorch.__version__ = '2.9.1'\nsys.argv = ['-m']\n"
-                      "import fusedops\nsys.argv = ['fusedops', 'info']\n"
-                      "runpy.run_module('fusedops', run_name='__main__')\n")
-    result = _run(None, str(script))
-    assert result.returncode == 1
-    assert "MISMATCH: fusedops" in result.stdout
-    assert "  torch version  NO: the binary uses torch's stable ABI of 2.10" in result.stdout
+def test_info_under_another_torch_stops_at_the_import_with_the_report(tmp_path):
+    # The real `python -m fusedops info`, under a torch that pretends (from
+    # sitecustomize, before runpy imports the package) to predate the ABI target.
+    (tmp_path / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '2.9.1'\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-m", "fusedops", "info"], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode != 0 and "cannot run with torch 2.9.1: torch version" in result.stderr
+    assert "  torch version  NO: the binary uses torch's stable ABI of 2.10" in result.stderr
+    assert 'pip install "torch>=2.10"' in result.stderr
 
 
 def test_build_info_describes_this_binary():

@@ -6,7 +6,6 @@ the documented entry points. See `python -m fusedops info`.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from . import _loader
@@ -20,22 +19,14 @@ def build_info() -> dict[str, Any]:
     return _loader.built_for()
 
 
-# `python -m fusedops ...` imports this package before running __main__, and
-# its `info` must work even when the binary does not match; runpy sets
-# sys.argv[0] to "-m" while it locates the module. Anywhere else a mismatch
-# is an ImportError at import.
-try:
-    _loader.load()
-    load_error: ImportError | None = None
-except ImportError as error:
-    if sys.argv[:1] != ["-m"]:
-        raise
-    load_error = error
+# A binary that cannot run here is an ImportError that says why, rule by rule,
+# and what to install; `python -m fusedops info` imports this package first, so
+# there it stops with that same report.
+_loader.load()
 
 __version__: str = build_info()["version"]
 
-if load_error is None:  # the ops' registrations need the loaded library
-    from . import nn  # noqa: E402
-    from .ops.add import add  # noqa: E402
-    from .ops.linear import linear  # noqa: E402
-    from .ops.scale_bias_clamp import scale_bias_clamp  # noqa: E402
+from . import nn  # noqa: E402
+from .ops.add import add  # noqa: E402
+from .ops.linear import linear  # noqa: E402
+from .ops.scale_bias_clamp import scale_bias_clamp  # noqa: E402

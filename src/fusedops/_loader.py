@@ -58,9 +58,16 @@ def rules(build: dict[str, Any], torch_version: str, torch_cuda: str | None) -> 
     return found
 
 
+def rule_lines(found: list[Rule]) -> list[str]:
+    """The rules as `info` prints them, one a line: name, ok or NO, and the reason."""
+    return [f"  {rule.name:14} {'ok' if rule.ok else 'NO'}: {rule.reason}" for rule in found]
+
+
 def mismatch(build: dict[str, Any], torch_version: str, torch_cuda: str | None) -> str | None:
-    """Why this binary cannot run with this torch (each failed rule), and how to fix it; None if it can."""
-    failed = [rule for rule in rules(build, torch_version, torch_cuda) if not rule.ok]
+    """Why this binary cannot run with this torch (the failed rules, then every
+    rule as `info` prints it) and how to fix it; None if it can."""
+    found = rules(build, torch_version, torch_cuda)
+    failed = [rule for rule in found if not rule.ok]
     if not failed:
         return None
     base_version = build["version"].split("+")[0]
@@ -69,8 +76,9 @@ def mismatch(build: dict[str, Any], torch_version: str, torch_cuda: str | None) 
         fix = f'pip install "torch>={build["abi_target"]}"   # fusedops {base_version} needs it'
     else:
         fix = install_command(base_version, variant_for(torch_cuda), build["index_url"])
-    return (f"fusedops {build['version']} cannot run with torch {torch_version}: {why}. "
-            f"Install what this environment needs:\n    {fix}")
+    return "\n".join([f"fusedops {build['version']} cannot run with torch {torch_version}: {why}.",
+                      "can it run here", *rule_lines(found),
+                      f"Install what this environment needs:\n    {fix}"])
 
 
 def load() -> None:
