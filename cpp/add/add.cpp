@@ -6,7 +6,7 @@
 #include "cpp/add/add.h"
 
 #include "cpp/common/cpu.h"
-#include "cpp/common/cuda_registration.h"
+#include "cpp/common/define_op.h"
 
 namespace fusedops {
 
@@ -56,13 +56,8 @@ Tensor add_cpu(const Tensor& a, const Tensor& b) {
 }
 
 constexpr char kAdd[] = "add";
+FUSEDOPS_OP(kAdd, "add(Tensor a, Tensor b) -> Tensor", add_cpu, add_cuda)
 
 }  // namespace
-
-const OpDef kAddOps[] = {
-    {"add(Tensor a, Tensor b) -> Tensor", TORCH_BOX(&add_cpu), FUSEDOPS_CUDA_KERNEL(kAdd, add_cuda)},
-    {"_add_nograd(Tensor a, Tensor b) -> Tensor", TORCH_BOX(&add_cpu), FUSEDOPS_CUDA_KERNEL(kAdd, add_cuda)},
-};
-FUSEDOPS_DEFINE_OPS(kAddOps)
 
 }  // namespace fusedops

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "cpp/common/cpu.h"
-#include "cpp/common/cuda_registration.h"
+#include "cpp/common/define_op.h"
 
 namespace fusedops {
 
@@ -249,6 +249,29 @@ void linear_check_backward(const Tensor& grad, const Tensor& x, const Tensor& we
 
 namespace {
 
+constexpr char kLinear[] = "linear";
+
+Tensor linear_cpu(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation, OptDouble min,
+                  OptDouble max, int64_t cublas_math) {
+  return linear_cpu_impl(x, weight, bias, linear_epilogue(activation, min, max), nullptr);
+}
+FUSEDOPS_OP(kLinear,
+            "linear(Tensor x, Tensor weight, Tensor? bias=None, str? activation=None, float? min=None, "
+            "float? max=None, int cublas_math=0) -> Tensor",
+            linear_cpu, linear_cuda)
+
+LinearForward linear_forward_cpu(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation,
+                                 OptDouble min, OptDouble max, int64_t cublas_math) {
+  const LinearEpilogue e = linear_epilogue(activation, min, max);
+  Tensor aux;
+  Tensor out = linear_cpu_impl(x, weight, bias, e, &aux);
+  return {out, e.needs_aux() ? aux : no_tensor(out)};
+}
+FUSEDOPS_OP(kLinear,
+            "_linear_forward(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max, "
+            "int cublas_math=0) -> (Tensor, Tensor)",
+            linear_forward_cpu, linear_forward_cuda)
+
 LinearGrads linear_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                 const Tensor& saved, OptStr activation, OptDouble min, OptDouble max,
                                 std::vector<bool> mask, int64_t cublas_math) {
@@ -272,38 +295,11 @@ LinearGrads linear_backward_cpu(const Tensor& grad, const Tensor& x, const Tenso
   }
   return fill_unrequested({grad_x, grad_w, grad_b}, mask, grad);
 }
-
-Tensor linear_cpu(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation, OptDouble min,
-                  OptDouble max, int64_t cublas_math) {
-  return linear_cpu_impl(x, weight, bias, linear_epilogue(activation, min, max), nullptr);
-}
-
-LinearForward linear_forward_cpu(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation,
-                                 OptDouble min, OptDouble max, int64_t cublas_math) {
-  const LinearEpilogue e = linear_epilogue(activation, min, max);
-  Tensor aux;
-  Tensor out = linear_cpu_impl(x, weight, bias, e, &aux);
-  return {out, e.needs_aux() ? aux : no_tensor(out)};
-}
-
-constexpr char kLinear[] = "linear";
+FUSEDOPS_OP(kLinear,
+            "_linear_backward(Tensor grad, Tensor x, Tensor weight, Tensor saved, str? activation, "
+            "float? min, float? max, bool[3] output_mask, int cublas_math=0) -> (Tensor, Tensor, Tensor)",
+            linear_backward_cpu, linear_backward_cuda)
 
 }  // namespace
-
-const OpDef kLinearOps[] = {
-    {"linear(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, float? min=None, "
-     "float? max=None, int cublas_math=0) -> Tensor",
-     TORCH_BOX(&linear_cpu), FUSEDOPS_CUDA_KERNEL(kLinear, linear_cuda)},
-    {"_linear_nograd(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max, "
-     "int cublas_math=0) -> Tensor",
-     TORCH_BOX(&linear_cpu), FUSEDOPS_CUDA_KERNEL(kLinear, linear_cuda)},
-    {"_linear_forward(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max, "
-     "int cublas_math=0) -> (Tensor, Tensor)",
-     TORCH_BOX(&linear_forward_cpu), FUSEDOPS_CUDA_KERNEL(kLinear, linear_forward_cuda)},
-    {"_linear_backward(Tensor grad, Tensor x, Tensor weight, Tensor saved, str? activation, float? min, "
-     "float? max, bool[3] output_mask, int cublas_math=0) -> (Tensor, Tensor, Tensor)",
-     TORCH_BOX(&linear_backward_cpu), FUSEDOPS_CUDA_KERNEL(kLinear, linear_backward_cuda)},
-};
-FUSEDOPS_DEFINE_OPS(kLinearOps)
 
 }  // namespace fusedops

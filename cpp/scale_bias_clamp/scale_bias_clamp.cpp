@@ -1,5 +1,5 @@
-// fusedops.scale_bias_clamp: schemas, checks, the set-up every backend shares,
-// registrations.
+// fusedops.scale_bias_clamp: checks and the set-up every backend shares (the
+// ops are defined in scale_bias_clamp_cpu.cpp, below their CPU kernels).
 //   scale_bias_clamp            the public op; Python
 //                               (src/fusedops/ops/scale_bias_clamp.py) registers
 //                               its autograd and shape function
@@ -9,10 +9,6 @@
 //   _scale_bias_clamp_backward  the gradients asked for by output_mask; the
 //                               others come back as 0-element tensors
 #include "cpp/scale_bias_clamp/scale_bias_clamp.h"
-
-#include <array>
-
-#include "cpp/common/cuda_registration.h"
 
 namespace fusedops {
 
@@ -123,20 +119,5 @@ SbcGradTensors sbc_backward_finish(const SbcBackwardSetup& s) {
   return {or_empty(s.grad_x), or_empty(s.grad_scale),
           s.grad_bias_full ? sum_to(*s.grad_bias_full, s.bias_sizes) : or_empty(s.grad_bias)};
 }
-
-// clamp(x * scale + bias, min, max); scale_value / bias_value stand in for a
-// scale / bias given as a number (the tensor is then None).
-const OpDef kSbcOps[] = {
-    {"scale_bias_clamp(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., float bias_value=0., "
-     "float? min=None, float? max=None) -> Tensor",
-     TORCH_BOX(&sbc_cpu), FUSEDOPS_CUDA_KERNEL(kSbc, sbc_cuda)},
-    {"_scale_bias_clamp_nograd(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., "
-     "float bias_value=0., float? min=None, float? max=None) -> Tensor",
-     TORCH_BOX(&sbc_cpu), FUSEDOPS_CUDA_KERNEL(kSbc, sbc_cuda)},
-    {"_scale_bias_clamp_backward(Tensor grad_out, Tensor x, Tensor? scale, Tensor? bias, float scale_value, "
-     "float bias_value, float? min, float? max, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
-     TORCH_BOX(&sbc_backward_cpu), FUSEDOPS_CUDA_KERNEL(kSbc, sbc_backward_cuda)},
-};
-FUSEDOPS_DEFINE_OPS(kSbcOps)
 
 }  // namespace fusedops

@@ -2,6 +2,7 @@
 // coalesced runs, with dense inner loops the compiler vectorizes. The backward
 // loops are in scale_bias_clamp_cpu_backward.cpp.
 #include "cpp/common/cpu.h"
+#include "cpp/common/define_op.h"
 #include "cpp/scale_bias_clamp/scale_bias_clamp.h"
 
 namespace fusedops {
@@ -51,6 +52,12 @@ Tensor sbc_cpu(const Tensor& x, const OptTensor& scale, const OptTensor& bias, d
   cpu::dispatch_floating(to_dtype(x.scalar_type()), [&]<typename T>() { forward_cpu_kernel<T>(s, numel); });
   return s.out;
 }
+// clamp(x * scale + bias, min, max); scale_value / bias_value stand in for a
+// scale / bias given as a number (the tensor is then None).
+FUSEDOPS_OP(kSbc,
+            "scale_bias_clamp(Tensor x, Tensor? scale, Tensor? bias, float scale_value=1., "
+            "float bias_value=0., float? min=None, float? max=None) -> Tensor",
+            sbc_cpu, sbc_cuda)
 
 SbcGradTensors sbc_backward_cpu(const Tensor& grad_out, const Tensor& x, const OptTensor& scale,
                                 const OptTensor& bias, double scale_value, double bias_value,
@@ -61,5 +68,10 @@ SbcGradTensors sbc_backward_cpu(const Tensor& grad_out, const Tensor& x, const O
   if (s.numel > 0) sbc_backward_cpu_kernel(s);
   return sbc_backward_finish(s);
 }
+FUSEDOPS_OP(kSbc,
+            "_scale_bias_clamp_backward(Tensor grad_out, Tensor x, Tensor? scale, Tensor? bias, "
+            "float scale_value, float bias_value, float? min, float? max, bool[3] output_mask) "
+            "-> (Tensor, Tensor, Tensor)",
+            sbc_backward_cpu, sbc_backward_cuda)
 
 }  // namespace fusedops

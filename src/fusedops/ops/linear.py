@@ -211,9 +211,9 @@ class _LinearFunction(torch.autograd.Function):
 
 # torch.ops.fusedops.linear's autograd (opcheck, direct torch.ops callers): the
 # op returns out only, so z, where the backward needs it, is recomputed there.
-def _setup_linear(ctx, inputs, keyword_only_inputs, output):
-    x, weight, bias = inputs
-    epilogue = tuple(keyword_only_inputs[name] for name in ("activation", "min", "max"))
+def _setup_linear(ctx, inputs, output):
+    x, weight, bias, activation, min, max, _ = inputs  # the last is cublas_math
+    epilogue = (activation, min, max)
     saved = output if epilogue[0] == "relu" else None
     _save(ctx, x, weight, bias, epilogue, saved, recompute=_needs_aux(*epilogue))
 
@@ -223,7 +223,7 @@ def _backward_linear(ctx, grad):
     if ctx.recompute:  # saved is the bias (see _save), from which z is recomputed
         with torch.no_grad():  # z is a constant of the gradient formula
             saved = _linear_nograd(x, weight, saved, None, None, None, _cublas_math(x.dtype) if x.is_cuda else 0)
-    return _grads(ctx, grad, x, weight, saved)
+    return (*_grads(ctx, grad, x, weight, saved), None, None, None, None)
 
 
 def _no_double_backward(ctx, *grads):
