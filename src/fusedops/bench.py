@@ -137,11 +137,21 @@ def measure_impls(fns: dict[str, Callable[[], object]], device: torch.device, re
     return result
 
 
-def graph_replays(fns: dict[str, Callable[[], object]], device: torch.device) -> dict[str, Callable[[], object]]:
-    """Each fn captured in a CUDA graph (after a warm-up on a side stream, as
-    torch's CUDA graph docs do), as its replay: the same kernels without the
-    host path, so a replay's time is the device's even where an eager call
-    is host-bound. The graphs hold their own memory until the replays go."""
+def graph_calls(numel: int) -> int:
+    """How many calls one CUDA graph of the graph passes holds at `numel`
+    elements: enough that a replay's device time outlasts its launch from the
+    host (a mid-size kernel takes less than the launch of a graph), up to 16;
+    one at 2^28 elements, where a launch is noise."""
+    return max(1, min(16, 2**28 // numel))
+
+
+def graph_replays(fns: dict[str, Callable[[], object]], device: torch.device,
+                  calls: int) -> dict[str, Callable[[], object]]:
+    """Each fn captured `calls` times in one CUDA graph (after a warm-up on a
+    side stream, as torch's CUDA graph docs do), as its replay: the same
+    kernels back to back without the host path, so a replay's time over
+    `calls` is the device's time per call even where an eager call is
+    host-bound. The graphs hold their own memory until the replays go."""
     replays = {}
     for name, fn in fns.items():
         side = torch.cuda.Stream(device)
@@ -152,17 +162,20 @@ def graph_replays(fns: dict[str, Callable[[], object]], device: torch.device) ->
         torch.cuda.current_stream(device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            fn()
+            for _ in range(calls):
+                fn()
         replays[name] = graph.replay
     return replays
 
 
-def passes(name: str, fns: dict[str, Callable[[], object]], device: torch.device):
-    """The passes to time for `fns`: eager calls as `name`, and on CUDA their
-    graph replays as `name` + " (CUDA graph)" (device time; see graph_replays)."""
-    yield name, fns
+def passes(name: str, fns: dict[str, Callable[[], object]], device: torch.device, numel: int):
+    """(pass name, fns, calls per fn call) to time for `fns` on `numel`
+    elements: eager calls as `name`, and on CUDA graph replays of
+    graph_calls(numel) calls as `name` + " (CUDA graph)" (device time)."""
+    yield name, fns, 1
     if device.type == "cuda":
-        yield f"{name} (CUDA graph)", graph_replays(fns, device)
+        calls = graph_calls(numel)
+        yield f"{name} (CUDA graph)", graph_replays(fns, device, calls), calls
 
 
 def measure_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
@@ -201,8 +214,9 @@ def bench_add(device: torch.device, numel: int, repeats: int, quick: bool) -> li
         nbytes = 3 * numel * a.element_size()
         impls = {"fusedops": fusedops.add, "eager": torch.add, "compile": compiled}
         calls = {impl: functools.partial(fn, a, b) for impl, fn in impls.items()}
-        for pass_name, fns in passes("fwd", calls, device):
+        for pass_name, fns, per_fn in passes("fwd", calls, device, numel):
             for impl, ms in measure_impls(fns, device, repeats).items():
+                ms /= per_fn
                 rows.append({"op": "add", "pass": pass_name, "impl": impl, "dtype": str(dtype).removeprefix("torch."),
                              "shape": [numel], "bytes": nbytes, "ms": ms, "GBs": nbytes / ms / 1e6})
     if numel == HOST_CASE_SIZE:
@@ -392,8 +406,9 @@ def bench_scale_bias_clamp(device: torch.device, numel: int, repeats: int, quick
             forward = {impl: functools.partial(_no_grad_call, fn) for impl, fn in fns.items()}
             train = {impl: functools.partial(_train_step, fn, g, (x, scale, bias)) for impl, fn in fns.items()}
             for base, nbytes, calls in (("fwd", fwd_bytes, forward), ("fwd+bwd", bwd_bytes, train)):
-                for pass_name, impls in passes(base, calls, device):
+                for pass_name, impls, per_fn in passes(base, calls, device, numel):
                     for impl, ms in measure_impls(impls, device, repeats).items():
+                        ms /= per_fn
                         rows.append({"op": "scale_bias_clamp", "pass": pass_name, "impl": impl,
                                      "dtype": str(dtype).removeprefix("torch."), "shape": shape,
                                      "bias": bias_shape, "bytes": nbytes, "ms": ms,
