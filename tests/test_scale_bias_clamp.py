@@ -178,6 +178,19 @@ def test_nn_module(device):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+@pytest.mark.parametrize("extra_rows", [0, 3])
+def test_cuda_rows_path_where_the_bands_outgrow_a_2d_grid(extra_rows):
+    # [R, 8] float32 with an [8] bias: 256 rows per block, so 65535 * 256 rows
+    # are the most a 2-D grid (gridDim.y <= 65535) holds; 3 more take the 1-D grid.
+    rows = 65535 * 256 + extra_rows
+    x = torch.randn(rows, 8, device="cuda")
+    bias = torch.randn(8, device="cuda")
+    out = fusedops.scale_bias_clamp(x, 1.5, bias, -1.0, 1.0)
+    expected = torch.clamp(x.double() * 1.5 + bias.double(), -1.0, 1.0)
+    torch.testing.assert_close(out, expected.float(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 def test_cuda_more_than_2_31_elements_row_and_flat_paths():
     if torch.cuda.get_device_properties(0).total_memory < 60 * 2**30:
         pytest.skip("needs a GPU with 60 GiB")
