@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+#include "benchmarks/kernels/timing.cuh"
 #include "cuda/common/common.cuh"
 #include "cuda/scale_bias_clamp/scale_bias_clamp.h"
 using namespace fusedops;
@@ -86,18 +87,6 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-template <typename T>
-__global__ void fill_random(T* p, int64_t n, uint32_t seed) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    p[i] = from_opmath<T>(float(h & 0xffff) / 32768.f - 1.f);
-  }
-}
-
 // Shipped-rows structure with switches: kLoop (band loop), kRawBias (keep the bias vector raw, convert per
 // use)
 template <typename T, bool kLoop, bool kRawBias>
@@ -144,35 +133,6 @@ __global__ void __launch_bounds__(256)
     r0 += int64_t(gridDim.y) * band;
   } while (kLoop && r0 < rows);
 }
-#define CK(x)                                                     \
-  do {                                                            \
-    cudaError_t e = (x);                                          \
-    if (e != cudaSuccess) {                                       \
-      printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); \
-      exit(1);                                                    \
-    }                                                             \
-  } while (0)
-
-template <typename F>
-float time_us(F f, int reps = 30) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 5; ++i) f();
-  std::vector<float> t;
-  for (int round = 0; round < 5; ++round) {
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < reps; ++i) f();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e3f / reps);
-  }
-  std::sort(t.begin(), t.end());
-  return t[2];
-}
-
 template <typename T>
 void run(const char* name, DType dt, int64_t n) {
   const int64_t bytes = n * sizeof(T);
@@ -263,10 +223,7 @@ void run(const char* name, DType dt, int64_t n) {
            2.0 * bytes);
   }
   CK(cudaGetLastError());
-  CK(cudaFree(x));
-  CK(cudaFree(b));
-  CK(cudaFree(o));
-  CK(cudaFree(s));
+  free_all(x, b, o, s);
 }
 
 int main() {
