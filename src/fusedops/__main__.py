@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import pkgutil
 import platform
 import sys
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 
 import fusedops
+import fusedops.ops
 from fusedops import _loader
 from fusedops._variant import install_command, variant_for
 
@@ -72,32 +74,33 @@ def info() -> int:
     return 0 if gpus_ok else 1
 
 
-def _check_cases(device: str, dtype: torch.dtype) -> list[tuple[str, Callable, Callable, dict]]:
-    """(op, fusedops call, torch reference, inputs) on fresh random data of odd sizes."""
+def _check_cases(device: str, dtype: torch.dtype) -> list[tuple[str, Callable, Callable, dict, tuple]]:
+    """(op, fusedops call, torch reference, inputs, clamp bounds) of every op
+    module in fusedops.ops (its `check_case`), on fresh random data."""
 
     def randn(*shape):
         return torch.randn(*shape, device=device, dtype=dtype)
 
-    return [
-        ("add", lambda a, b: fusedops.add(a, b), lambda a, b: torch.add(a, b), {"a": randn(257, 33), "b": randn(33)}),
-        ("scale_bias_clamp",
-         lambda x, scale, bias: fusedops.scale_bias_clamp(x, scale, bias, min=-0.5, max=0.75),
-         lambda x, scale, bias: torch.clamp(x * scale + bias, -0.5, 0.75),
-         {"x": randn(257, 33), "scale": randn(()), "bias": randn(33)}),
-        ("linear",
-         lambda x, weight, bias: fusedops.linear(x, weight, bias, activation="gelu", min=-0.1, max=1.5),
-         lambda x, weight, bias: torch.clamp(F.gelu(F.linear(x, weight, bias)), -0.1, 1.5),
-         {"x": randn(3, 31, 17), "weight": randn(23, 17) / 4, "bias": randn(23)}),
-    ]
+    cases = []
+    for module_info in pkgutil.iter_modules(fusedops.ops.__path__):
+        op = module_info.name
+        inputs, options, reference, bounds = importlib.import_module(f"fusedops.ops.{op}").check_case(randn)
+        cases.append((op, _public_call(op, options), reference, inputs, bounds))
+    return cases
+
+
+def _public_call(op: str, options: dict) -> Callable:
+    # fusedops.<op> is looked up at each call, so that a test can put a broken op in its place.
+    return lambda **tensors: getattr(fusedops, op)(**tensors, **options)
 
 
 _CHECK_TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4, torch.float64: 1e-10}
 
 
-def _check_one(ours: Callable, reference: Callable, inputs: dict) -> tuple[bool, bool]:
+def _check_one(ours: Callable, reference: Callable, inputs: dict, bounds: tuple) -> tuple[bool, bool]:
     """(forward matches, backward matches) of `ours` against `reference` computed
     in float64 from the same inputs. Gradients are compared away from the clamp
-    bounds, where rounding may legitimately put an element on either side."""
+    `bounds`, where rounding may legitimately put an element on either side."""
     dtype = next(iter(inputs.values())).dtype
     tol = _CHECK_TOLERANCE[dtype]
     leaves = {k: v.detach().clone().requires_grad_() for k, v in inputs.items()}
@@ -109,7 +112,7 @@ def _check_one(ours: Callable, reference: Callable, inputs: dict) -> tuple[bool,
     # Where the result is a clamp bound, the reference's gradient is decided in
     # float64 and ours in `dtype`: leave elements near a bound out.
     free = torch.ones_like(expected, dtype=torch.bool)
-    for bound in (-0.5, 0.75, -0.1, 1.5):
+    for bound in bounds:
         free &= (expected.detach() - bound).abs() > 4 * tol
     grads = torch.autograd.grad(out, list(leaves.values()), (grad_out * free).to(dtype))
     ref_grads = torch.autograd.grad(expected, list(ref_leaves.values()), grad_out * free)
@@ -126,10 +129,10 @@ def check() -> int:
     ops = set()
     for device in devices:
         for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-            for op, ours, reference, inputs in _check_cases(device, dtype):
+            for op, ours, reference, inputs, bounds in _check_cases(device, dtype):
                 ops.add(op)
                 try:
-                    forward_ok, backward_ok = _check_one(ours, reference, inputs)
+                    forward_ok, backward_ok = _check_one(ours, reference, inputs, bounds)
                     verdict = " ".join(f"{name} {'ok' if good else 'FAILED'}"
                                        for name, good in (("forward", forward_ok), ("backward", backward_ok)))
                     failed = not (forward_ok and backward_ok)

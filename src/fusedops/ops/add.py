@@ -21,6 +21,12 @@ def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return _Add.apply(a, b) if _checks.needs_autograd("add", a, b) else _add_nograd(a, b)
 
 
+def check_case(randn):
+    """`python -m fusedops check`'s case: (inputs of odd sizes, options, a
+    PyTorch reference, the clamp bounds)."""
+    return {"a": randn(257, 33), "b": randn(33)}, {}, lambda a, b: a + b, ()
+
+
 def _shape(a, b):
     _checks.check_floating("add", "a", a)
     _checks.check_floating("add", "b", b)

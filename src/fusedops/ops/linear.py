@@ -50,6 +50,15 @@ def linear(
     return _linear_nograd(x, weight, bias, activation, min, max, math)
 
 
+def check_case(randn):
+    """`python -m fusedops check`'s case: (inputs of odd sizes, options, a
+    PyTorch reference, the clamp bounds)."""
+    return ({"x": randn(3, 31, 17), "weight": randn(23, 17) / 4, "bias": randn(23)},
+            {"activation": "gelu", "min": -0.1, "max": 1.5},
+            lambda x, weight, bias: torch.clamp(torch.nn.functional.gelu(torch.nn.functional.linear(x, weight, bias)),
+                                                -0.1, 1.5), (-0.1, 1.5))
+
+
 # ---- autocast ----------------------------------------------------------------------------
 
 

@@ -50,6 +50,13 @@ def scale_bias_clamp(x: torch.Tensor, scale: torch.Tensor | float, bias: torch.T
     return _ScaleBiasClamp.apply(*args) if _checks.needs_autograd(OP, x, scale_t, bias_t) else _sbc_nograd(*args)
 
 
+def check_case(randn):
+    """`python -m fusedops check`'s case: (inputs of odd sizes, options, a
+    PyTorch reference, the clamp bounds)."""
+    return ({"x": randn(257, 33), "scale": randn(()), "bias": randn(33)}, {"min": -0.5, "max": 0.75},
+            lambda x, scale, bias: torch.clamp(x * scale + bias, -0.5, 0.75), (-0.5, 0.75))
+
+
 def _check(x, scale, bias):
     """cpp/scale_bias_clamp/scale_bias_clamp.cpp's sbc_check, message for message."""
     _checks.check_floating(OP, "x", x)
