@@ -67,6 +67,17 @@ def test_import_with_another_torch_raises_import_error():
     assert 'pip install "torch>=2.10"' in result.stdout and "undefined symbol" not in result.stdout
 
 
+def test_a_library_that_fails_to_load_is_an_import_error_with_the_build_facts():
+    # The rules hold but the library itself cannot be loaded (here: its import is blocked).
+    result = _run("import sys; sys.modules['fusedops._C'] = None\n"
+                  "try:\n    import fusedops\nexcept ImportError as e:\n    print('IMPORTERROR', e)")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "IMPORTERROR fusedops " in out and "its compiled library failed to load" in out
+    assert "built for " in out and "torch >= 2.10" in out and "  torch version  ok: " in out
+    assert 'pip install "fusedops==' in out
+
+
 def test_info_under_another_torch_stops_at_the_import_with_the_report(tmp_path):
     # The real `python -m fusedops info`, under a torch that pretends (from
     # sitecustomize, before runpy imports the package) to predate the ABI target.

@@ -77,7 +77,7 @@ def mismatch(build: dict[str, Any], torch_version: str, torch_cuda: str | None) 
     else:
         fix = install_command(base_version, variant_for(torch_cuda), build["index_url"])
     return "\n".join([f"fusedops {build['version']} cannot run with torch {torch_version}: {why}.",
-                      "can it run here", *rule_lines(found),
+                      "compatibility rules:", *rule_lines(found),
                       f"Install what this environment needs:\n    {fix}"])
 
 
@@ -94,8 +94,10 @@ def load() -> None:
         importlib.import_module("fusedops._C")
     except ImportError as error:  # OSError from the loader arrives as ImportError
         needed = variant_for(torch.version.cuda)
-        raise ImportError(
-            f"fusedops {build['version']}: its compiled library failed to load ({error}). "
-            f"Reinstall the wheel this environment needs ({needed}):\n"
-            f"    {install_command(build['version'].split('+')[0], needed, build['index_url'])}"
-        ) from error
+        raise ImportError("\n".join([
+            f"fusedops {build['version']}: its compiled library failed to load ({error}).",
+            f"built for {build['variant']}: torch >= {build['abi_target']}, CUDA {build['cuda'] or 'none'}, "
+            f"archs {build['cuda_archs'] or '-'}; this torch {torch.__version__}, CUDA {torch.version.cuda or 'none'}",
+            *rule_lines(rules(build, torch.__version__, torch.version.cuda)),
+            f"Reinstall the wheel this environment needs ({needed}):",
+            f"    {install_command(build['version'].split('+')[0], needed, build['index_url'])}"])) from error

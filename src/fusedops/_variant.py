@@ -4,9 +4,9 @@ One binary per CUDA major, built on the LibTorch stable ABI, serves every torch
 from its ABI target on: the variants are `cpu`, `cu12` and `cu13`, and the
 version label names the variant (0.2.0+cu13). Pure Python with no imports of
 torch or of the compiled library, so that the build
-(tools/build/fusedops_metadata.py), the import-time check and
-`python -m fusedops info` all compute the same answer, even when the installed
-binary is the wrong one.
+(tools/build/fusedops_metadata.py), the import-time check (whose ImportError
+names the install command when the installed binary is the wrong one) and
+`python -m fusedops info` all compute the same answer.
 """
 
 from __future__ import annotations
