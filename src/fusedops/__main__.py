@@ -76,7 +76,8 @@ def info() -> int:
 
 def _check_cases(device: str, dtype: torch.dtype) -> list[tuple[str, Callable, Callable, dict, tuple]]:
     """(op, fusedops call, torch reference, inputs, clamp bounds) of every op
-    module in fusedops.ops (its `check_case`), on fresh random data."""
+    module in fusedops.ops (fusedops/ops/<op>.py for the function fusedops.<op>;
+    its `check_case`), on fresh random data."""
 
     def randn(*shape):
         return torch.randn(*shape, device=device, dtype=dtype)
@@ -84,6 +85,8 @@ def _check_cases(device: str, dtype: torch.dtype) -> list[tuple[str, Callable, C
     cases = []
     for module_info in pkgutil.iter_modules(fusedops.ops.__path__):
         op = module_info.name
+        if op.startswith("_"):  # a helper module, not an op
+            continue
         inputs, options, reference, bounds = importlib.import_module(f"fusedops.ops.{op}").check_case(randn)
         cases.append((op, _public_call(op, options), reference, inputs, bounds))
     return cases
@@ -150,7 +153,7 @@ def check() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fusedops", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("info", help="build facts, this environment, and whether they match")
+    commands.add_parser("info", help="build facts, this environment, the compatibility rules and the install command")
     commands.add_parser("check", help="a self-test of every op on this machine")
     bench = commands.add_parser("bench", help="benchmarks against eager PyTorch and torch.compile")
     from fusedops import bench as bench_module
