@@ -179,12 +179,15 @@ def test_nn_module(device):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 @pytest.mark.parametrize("extra_rows", [0, 3])
-def test_cuda_rows_path_where_the_bands_outgrow_a_2d_grid(extra_rows):
-    # [R, 8] float32 with an [8] bias: 256 rows per block, so 65535 * 256 rows
-    # are the most a 2-D grid (gridDim.y <= 65535) holds; 3 more take the 1-D grid.
-    rows = 65535 * 256 + extra_rows
-    x = torch.randn(rows, 8, device="cuda")
-    bias = torch.randn(8, device="cuda")
+@pytest.mark.parametrize("cols, band", [(8, 256), (6, 64)])
+def test_cuda_rows_path_where_the_bands_outgrow_a_2d_grid(cols, band, extra_rows):
+    # [R, cols] float32 with a [cols] bias: `band` rows per block (8 columns: two
+    # 16-byte vectors a row, 128 threads along rows, two rows each; 6 columns:
+    # one element a thread, 32 threads along rows), so 65535 bands are the most a
+    # 2-D grid (gridDim.y <= 65535) holds; 3 rows more take the 1-D grid.
+    rows = 65535 * band + extra_rows
+    x = torch.randn(rows, cols, device="cuda")
+    bias = torch.randn(cols, device="cuda")
     out = fusedops.scale_bias_clamp(x, 1.5, bias, -1.0, 1.0)
     expected = torch.clamp(x.double() * 1.5 + bias.double(), -1.0, 1.0)
     torch.testing.assert_close(out, expected.float(), rtol=1e-6, atol=1e-6)

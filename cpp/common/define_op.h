@@ -36,7 +36,7 @@ using Library = torch::stable::detail::StableLibrary;
 using BoxedKernel = void (*)(StableIValue*, uint64_t, uint64_t);
 
 // The schemas FUSEDOPS_OP's `schema` defines: itself and, for a public op, its
-// _<name>_nograd twin.
+// _<name>_nograd twin. The ops have no overload names ("name(args) -> ret").
 inline std::vector<std::string> op_schemas(const char* schema) {
   const std::string op = schema;
   if (op[0] == '_') return {op};

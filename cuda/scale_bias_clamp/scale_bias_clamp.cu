@@ -149,11 +149,11 @@ __device__ __forceinline__ void load_bias_column(const T* bias, int64_t c, const
 // of row band j (blockDim.y * kRowsPerThread rows); thread (x, y) takes rows y
 // and y + blockDim.y of the band in one vector column. Where the bands do not
 // fit in gridDim.y the grid is one-dimensional, band-major (any row count
-// fits). With the 2-D grid bfloat16 at 65536x4096 went from 98.1% to 100% of
-// memcpy on the H200 (bench A/B 1.9%; benchmarks/results/*sbc-rows-grid.txt,
-// where the 1-D launch of this kernel later measured as fast). No loop: a band
-// loop cost bfloat16 8% (59 registers instead of 32). The x loads go out
-// before the scale and bias loads.
+// fits). This version ran bfloat16 65536x4096 1.9% faster than the 1-D-only
+// one before it (bench A/B in one run); launched on either grid it reaches
+// memcpy speed there (benchmarks/results/*sbc-rows-grid.txt), so the gain is
+// not the grid alone. No loop: a band loop cost bfloat16 8% (59 registers
+// instead of 32). The x loads go out before the scale and bias loads.
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads)
     sbc_forward_rows(T* __restrict__ out, const T* __restrict__ x, int64_t sx, const T* __restrict__ bias,

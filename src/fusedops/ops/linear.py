@@ -221,7 +221,9 @@ class _LinearFunction(torch.autograd.Function):
 # torch.ops.fusedops.linear's autograd (opcheck, direct torch.ops callers): the
 # op returns out only, so z, where the backward needs it, is recomputed there.
 def _setup_linear(ctx, inputs, output):
-    x, weight, bias, activation, min, max, _ = inputs  # the last is cublas_math
+    # The last input is cublas_math: the backward reads the matmul flags when it
+    # runs, as F.linear's backward does.
+    x, weight, bias, activation, min, max, _ = inputs
     epilogue = (activation, min, max)
     saved = output if epilogue[0] == "relu" else None
     _save(ctx, x, weight, bias, epilogue, saved, recompute=_needs_aux(*epilogue))
