@@ -163,6 +163,11 @@ inline std::vector<int64_t> broadcast_shape(const char* op, const char* name_a, 
   return out;
 }
 
+// A 0-element tensor of `like`'s dtype and device standing for an output not
+// computed, a gradient not asked for or an aux not needed (an undefined tensor
+// cannot cross the stable ABI on every torch).
+inline Tensor no_tensor(const Tensor& like) { return empty(like, {0}); }
+
 // The layout over `sizes` of a contiguous output (operand 0, allocated by the
 // caller) and `inputs` broadcast to it. A null input (a value the kernels take
 // as a number) gets zero strides. Past kMaxDims dims after coalescing, the

@@ -74,10 +74,6 @@ inline Tensor transpose2d(const Tensor& m) { return torch::stable::transpose(m, 
 // when the strides allow it, as reshape does).
 Tensor as_matrix(const Tensor& t);
 
-// Empty tensor standing for a gradient not asked for or an aux not needed
-// (an undefined tensor cannot cross the stable ABI on every torch).
-inline Tensor no_tensor(const Tensor& like) { return empty(like, {0}); }
-
 using LinearForward = std::tuple<Tensor, Tensor>;
 using LinearGrads = std::tuple<Tensor, Tensor, Tensor>;
 

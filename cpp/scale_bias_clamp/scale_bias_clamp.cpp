@@ -114,10 +114,9 @@ SbcBackwardSetup sbc_backward_setup(const Tensor& grad_out, const Tensor& x, con
 }
 
 SbcGradTensors sbc_backward_finish(const SbcBackwardSetup& s) {
-  const std::vector<int64_t> none{0};
-  auto or_empty = [&](const OptTensor& t) { return t ? *t : empty(s.x, none); };
-  return {or_empty(s.grad_x), or_empty(s.grad_scale),
-          s.grad_bias_full ? sum_to(*s.grad_bias_full, s.bias_sizes) : or_empty(s.grad_bias)};
+  auto or_none = [&](const OptTensor& t) { return t ? *t : no_tensor(s.x); };
+  return {or_none(s.grad_x), or_none(s.grad_scale),
+          s.grad_bias_full ? sum_to(*s.grad_bias_full, s.bias_sizes) : or_none(s.grad_bias)};
 }
 
 }  // namespace fusedops
