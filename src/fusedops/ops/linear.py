@@ -39,11 +39,9 @@ def linear(
     if x.is_cuda:
         if torch.is_autocast_enabled("cuda"):
             x, weight, bias = _autocast("cuda", x, weight, bias)
-        math = _cublas_math(x.dtype)
-    else:
-        if x.is_cpu and torch.is_autocast_enabled("cpu"):
-            x, weight, bias = _autocast("cpu", x, weight, bias)
-        math = 0
+    elif x.is_cpu and torch.is_autocast_enabled("cpu"):
+        x, weight, bias = _autocast("cpu", x, weight, bias)
+    math = _cublas_math(x)
     # Positional arguments: keyword parsing costs about 1 us a call.
     if _checks.needs_autograd("linear", x, weight, bias):
         return _LinearFunction.apply(x, weight, bias, activation, min, max, math)
@@ -94,12 +92,15 @@ def _reduction_option(allowed) -> int:
 
 
 @torch.compiler.assume_constant_result
-def _cublas_math(dtype: torch.dtype) -> int:
-    """The ops' `cublas_math` argument (see CublasMath in cpp/linear/linear.h):
-    torch.backends.cuda.matmul's flags that apply to `dtype`, as F.linear reads
-    them. The stable ABI cannot read them in C++. Under torch.compile this is a
-    constant of the graph: dynamo's global-state guard re-traces when a flag
-    changes."""
+def _cublas_math(t: torch.Tensor) -> int:
+    """The ops' `cublas_math` argument (see CublasMath in cpp/linear/linear.h)
+    for GEMMs on `t`: torch.backends.cuda.matmul's flags that apply to its
+    dtype, as F.linear reads them, and 0 off CUDA. The stable ABI cannot read
+    them in C++. Under torch.compile this is a constant of the graph: dynamo's
+    global-state guard re-traces when a flag changes."""
+    if not t.is_cuda:
+        return 0
+    dtype = t.dtype
     if dtype == torch.float32:
         return int(_get_tf32())
     if dtype == torch.float16:
@@ -191,7 +192,7 @@ def _grads(ctx, grad, x, weight, saved):
     asked for. An input no requested gradient reads goes in as grad itself (a
     stand-in the op allows: no allocation)."""
     mask = ctx.mask
-    math = _cublas_math(grad.dtype) if grad.is_cuda else 0
+    math = _cublas_math(grad)
     grads = _autograd.call_backward_op(
         _linear_backward, grad, grad if x is None else x, grad if weight is None else weight,
         grad if saved is None else saved, *ctx.epilogue, mask, math)
@@ -233,7 +234,7 @@ def _backward_linear(ctx, grad):
     x, weight, saved = ctx.saved_tensors
     if ctx.recompute:  # saved is the bias (see _save), from which z is recomputed
         with torch.no_grad():  # z is a constant of the gradient formula
-            saved = _linear_nograd(x, weight, saved, None, None, None, _cublas_math(x.dtype) if x.is_cuda else 0)
+            saved = _linear_nograd(x, weight, saved, None, None, None, _cublas_math(x))
     return (*_grads(ctx, grad, x, weight, saved), None, None, None, None)
 
 
