@@ -168,14 +168,16 @@ def graph_replays(fns: dict[str, Callable[[], object]], device: torch.device,
     return replays
 
 
-def passes(name: str, fns: dict[str, Callable[[], object]], device: torch.device, numel: int):
-    """(pass name, fns, calls per fn call) to time for `fns` on `numel`
-    elements: eager calls as `name`, and on CUDA graph replays of
+def measure_passes(name: str, fns: dict[str, Callable[[], object]], device: torch.device, numel: int,
+                   repeats: int):
+    """(pass name, {impl: ms per call}) of `fns` on `numel` elements (see
+    measure_impls): eager calls as `name`, and on CUDA replays of graphs of
     graph_calls(numel) calls as `name` + " (CUDA graph)" (device time)."""
-    yield name, fns, 1
+    yield name, measure_impls(fns, device, repeats)
     if device.type == "cuda":
         calls = graph_calls(numel)
-        yield f"{name} (CUDA graph)", graph_replays(fns, device, calls), calls
+        times = measure_impls(graph_replays(fns, device, calls), device, repeats)
+        yield f"{name} (CUDA graph)", {impl: ms / calls for impl, ms in times.items()}
 
 
 def measure_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
@@ -214,9 +216,8 @@ def bench_add(device: torch.device, numel: int, repeats: int, quick: bool) -> li
         nbytes = 3 * numel * a.element_size()
         impls = {"fusedops": fusedops.add, "eager": torch.add, "compile": compiled}
         calls = {impl: functools.partial(fn, a, b) for impl, fn in impls.items()}
-        for pass_name, fns, per_fn in passes("fwd", calls, device, numel):
-            for impl, ms in measure_impls(fns, device, repeats).items():
-                ms /= per_fn
+        for pass_name, times in measure_passes("fwd", calls, device, numel, repeats):
+            for impl, ms in times.items():
                 rows.append({"op": "add", "pass": pass_name, "impl": impl, "dtype": str(dtype).removeprefix("torch."),
                              "shape": [numel], "bytes": nbytes, "ms": ms, "GBs": nbytes / ms / 1e6})
     if numel == HOST_CASE_SIZE:
@@ -406,9 +407,8 @@ def bench_scale_bias_clamp(device: torch.device, numel: int, repeats: int, quick
             forward = {impl: functools.partial(_no_grad_call, fn) for impl, fn in fns.items()}
             train = {impl: functools.partial(_train_step, fn, g, (x, scale, bias)) for impl, fn in fns.items()}
             for base, nbytes, calls in (("fwd", fwd_bytes, forward), ("fwd+bwd", bwd_bytes, train)):
-                for pass_name, impls, per_fn in passes(base, calls, device, numel):
-                    for impl, ms in measure_impls(impls, device, repeats).items():
-                        ms /= per_fn
+                for pass_name, times in measure_passes(base, calls, device, numel, repeats):
+                    for impl, ms in times.items():
                         rows.append({"op": "scale_bias_clamp", "pass": pass_name, "impl": impl,
                                      "dtype": str(dtype).removeprefix("torch."), "shape": shape,
                                      "bias": bias_shape, "bytes": nbytes, "ms": ms,
