@@ -51,10 +51,11 @@ def linear(
 def check_case(randn):
     """`python -m fusedops check`'s case: (inputs of odd sizes, options, a
     PyTorch reference, the clamp bounds)."""
+    lo, hi = -0.1, 1.5
     return ({"x": randn(3, 31, 17), "weight": randn(23, 17) / 4, "bias": randn(23)},
-            {"activation": "gelu", "min": -0.1, "max": 1.5},
+            {"activation": "gelu", "min": lo, "max": hi},
             lambda x, weight, bias: torch.clamp(torch.nn.functional.gelu(torch.nn.functional.linear(x, weight, bias)),
-                                                -0.1, 1.5), (-0.1, 1.5))
+                                                lo, hi), (lo, hi))
 
 
 # ---- autocast ----------------------------------------------------------------------------

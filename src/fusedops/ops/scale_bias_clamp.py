@@ -53,8 +53,9 @@ def scale_bias_clamp(x: torch.Tensor, scale: torch.Tensor | float, bias: torch.T
 def check_case(randn):
     """`python -m fusedops check`'s case: (inputs of odd sizes, options, a
     PyTorch reference, the clamp bounds)."""
-    return ({"x": randn(257, 33), "scale": randn(()), "bias": randn(33)}, {"min": -0.5, "max": 0.75},
-            lambda x, scale, bias: torch.clamp(x * scale + bias, -0.5, 0.75), (-0.5, 0.75))
+    lo, hi = -0.5, 0.75
+    return ({"x": randn(257, 33), "scale": randn(()), "bias": randn(33)}, {"min": lo, "max": hi},
+            lambda x, scale, bias: torch.clamp(x * scale + bias, lo, hi), (lo, hi))
 
 
 def _check(x, scale, bias):
