@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpp/common/stable.h"
@@ -31,6 +32,22 @@ struct NoCudaKernel<kOp, R(Args...)> {
 
 template <const char* kOp, typename Signature>
 inline constexpr auto no_cuda_kernel = &NoCudaKernel<kOp, Signature>::call;
+
+// `kernel` with its out-of-memory errors named after the op (empty() does not
+// know which op allocates).
+template <const char* kOp, auto kernel>
+struct NamedErrors;
+
+template <const char* kOp, typename R, typename... Args, R (*kernel)(Args...)>
+struct NamedErrors<kOp, kernel> {
+  static R call(Args... args) {
+    try {
+      return kernel(std::forward<Args>(args)...);
+    } catch (const OutOfMemory& error) {
+      fail(kOp, error.what());
+    }
+  }
+};
 
 using Library = torch::stable::detail::StableLibrary;
 using BoxedKernel = void (*)(StableIValue*, uint64_t, uint64_t);
@@ -58,13 +75,15 @@ inline void impl_op(Library& m, const char* schema, BoxedKernel kernel) {
 // the CPU-only build's CUDA stand-in names in its error.
 #define FUSEDOPS_OP(kOp, schema, cpu, cuda)                                                        \
   STABLE_TORCH_LIBRARY_FRAGMENT(fusedops, m) { ::fusedops::define_op(m, schema); }                 \
-  STABLE_TORCH_LIBRARY_IMPL(fusedops, CPU, m) { ::fusedops::impl_op(m, schema, TORCH_BOX(&cpu)); } \
+  STABLE_TORCH_LIBRARY_IMPL(fusedops, CPU, m) {                                                    \
+    ::fusedops::impl_op(m, schema, TORCH_BOX((&::fusedops::NamedErrors<kOp, &cpu>::call)));        \
+  }                                                                                                \
   STABLE_TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {                                                   \
     ::fusedops::impl_op(m, schema, FUSEDOPS_CUDA_KERNEL(kOp, cuda));                               \
   }
 
 #ifdef FUSEDOPS_WITH_CUDA
-#define FUSEDOPS_CUDA_KERNEL(kOp, fn) TORCH_BOX(&fn)
+#define FUSEDOPS_CUDA_KERNEL(kOp, fn) TORCH_BOX((&::fusedops::NamedErrors<kOp, &fn>::call))
 #else
 #define FUSEDOPS_CUDA_KERNEL(kOp, fn) TORCH_BOX((::fusedops::no_cuda_kernel<kOp, decltype(fn)>))
 #endif

@@ -102,6 +102,24 @@ inline void check_same_dtype_device(const char* op, const char* name_a, const Te
                  " must be on the same device as ", name_a, " (", device_name(a), "), got ", device_name(b));
 }
 
+// An allocation that failed, in empty(). FUSEDOPS_OP's kernels rethrow it with
+// the op's name, as a std::runtime_error whose text starts "fusedops.<op>: CUDA
+// out of memory" on a GPU (the accelerator and the Python functions raise
+// torch.OutOfMemoryError from it, as torch's own ops do) and "fusedops.<op>: out
+// of memory" on the CPU (a RuntimeError, as torch's CPU allocator raises).
+class OutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What torch said about the last error inside its C shim: torch >= 2.13 keeps
+// it (torch_exception_get_what_without_backtrace, looked up at run time: the
+// glue is compiled for 2.10); 2.10-2.12 only log it to stderr themselves.
+const char* torch_shim_error();
+
+[[noreturn]] void throw_out_of_memory(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef sizes,
+                                      int32_t dtype_code);
+
 // Row-major strides of a contiguous tensor of `sizes` (a size 0 counts as 1,
 // as torch's empty does).
 inline std::vector<int64_t> contiguous_strides(torch::headeronly::IntHeaderOnlyArrayRef sizes) {
@@ -130,9 +148,10 @@ inline Tensor empty(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef
     TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(like.get(), &dtype_code));
   }
   AtenTensorHandle handle = nullptr;
-  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(),
-                                                  strides.data(), dtype_code, device_type, device_index,
-                                                  &handle));
+  if (aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(), strides.data(), dtype_code,
+                               device_type, device_index, &handle) != AOTI_TORCH_SUCCESS) {
+    throw_out_of_memory(like, sizes, dtype_code);
+  }
   return Tensor(handle);
 }
 

@@ -6,6 +6,7 @@
 #include <torch/csrc/inductor/aoti_torch/generated/c_shim_cpu.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <string_view>
 
@@ -249,6 +250,17 @@ void linear_check_backward(const Tensor& grad, const Tensor& x, const Tensor& we
 
 namespace {
 
+std::atomic<int64_t (*)()> cublas_math_reader{nullptr};
+
+}  // namespace
+
+int64_t current_cublas_math() {
+  const auto reader = cublas_math_reader.load(std::memory_order_relaxed);
+  return reader != nullptr ? reader() : 0;
+}
+
+namespace {
+
 constexpr char kLinear[] = "linear";
 
 Tensor linear_cpu(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation, OptDouble min,
@@ -257,7 +269,7 @@ Tensor linear_cpu(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr 
 }
 FUSEDOPS_OP(kLinear,
             "linear(Tensor x, Tensor weight, Tensor? bias=None, str? activation=None, float? min=None, "
-            "float? max=None, int cublas_math=0) -> Tensor",
+            "float? max=None, int cublas_math=-1) -> Tensor",
             linear_cpu, linear_cuda)
 
 LinearForward linear_forward_cpu(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation,
@@ -269,7 +281,7 @@ LinearForward linear_forward_cpu(const Tensor& x, const Tensor& weight, OptTenso
 }
 FUSEDOPS_OP(kLinear,
             "_linear_forward(Tensor x, Tensor weight, Tensor? bias, str? activation, float? min, float? max, "
-            "int cublas_math=0) -> (Tensor, Tensor)",
+            "int cublas_math=-1) -> (Tensor, Tensor)",
             linear_forward_cpu, linear_forward_cuda)
 
 LinearGrads linear_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight,
@@ -297,9 +309,16 @@ LinearGrads linear_backward_cpu(const Tensor& grad, const Tensor& x, const Tenso
 }
 FUSEDOPS_OP(kLinear,
             "_linear_backward(Tensor grad, Tensor x, Tensor weight, Tensor saved, str? activation, "
-            "float? min, float? max, bool[3] output_mask, int cublas_math=0) -> (Tensor, Tensor, Tensor)",
+            "float? min, float? max, bool[3] output_mask, int cublas_math=-1) -> (Tensor, Tensor, Tensor)",
             linear_backward_cpu, linear_backward_cuda)
 
 }  // namespace
 
 }  // namespace fusedops
+
+// Installed by src/fusedops/_accelerator.py with the accelerator's
+// fusedops_accel_matmul_flags: torch's C++ API reads the flags, the stable ABI
+// cannot.
+extern "C" __attribute__((visibility("default"))) void fusedops_set_cublas_math_reader(int64_t (*reader)()) {
+  fusedops::cublas_math_reader.store(reader, std::memory_order_relaxed);
+}

@@ -18,7 +18,9 @@
 //                    grad_x) and an unused saved may be stand-ins of grad's
 //                    dtype and device. Grads not asked for come back empty.
 // Every op ends with `int cublas_math`: the torch.backends.cuda.matmul flags
-// read by the Python caller (CublasMath), which the stable ABI cannot read.
+// (CublasMath), which the stable ABI cannot read: packed by the Python caller,
+// or -1 (the default), read when the kernel runs through the reader the C++
+// autograd accelerator installs (torch's default flags where none is).
 #pragma once
 
 #include <array>
@@ -90,14 +92,17 @@ inline LinearGrads fill_unrequested(std::array<Tensor, 3> grads, const std::vect
   return {grads[0], grads[1], grads[2]};
 }
 
-// torch.backends.cuda.matmul's flags as packed by src/fusedops/ops/linear.py;
-// 0 is torch's default.
+// torch.backends.cuda.matmul's flags as packed by src/fusedops/ops/linear.py
+// and accel/common/activate.cpp; 0 is torch's default.
 struct CublasMath {
   bool allow_tf32;     // float32 may use TF32 (allow_tf32)
   int fp16_reduction;  // torch's CuBLASReductionOption for float16:
   int bf16_reduction;  // 0 reduced precision, 1 split-K only, 2 neither
 };
+// The flags now, packed, from the accelerator's reader; 0 where none is installed.
+int64_t current_cublas_math();
 inline CublasMath cublas_math_of(int64_t bits) {
+  if (bits < 0) bits = current_cublas_math();
   return {(bits & 1) != 0, static_cast<int>((bits >> 1) & 3), static_cast<int>((bits >> 3) & 3)};
 }
 

@@ -15,8 +15,12 @@ __all__ = ["__version__", "add", "build_info", "linear", "nn", "scale_bias_clamp
 
 def build_info() -> dict[str, Any]:
     """What this binary was built for: version, torch and CUDA versions, CUDA
-    arch list, compiler and build type."""
-    return _loader.built_for()
+    arch list, compiler, build type, the torch minors it carries C++ autograd
+    for; and `autograd`, the path the ops take under this torch and why."""
+    info = _loader.built_for()
+    if _loader.AUTOGRAD is not None:
+        info["autograd"] = _loader.AUTOGRAD.reason
+    return info
 
 
 # A binary that cannot run here is an ImportError that says why, rule by rule,

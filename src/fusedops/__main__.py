@@ -47,12 +47,14 @@ def info() -> int:
     compilers = ", ".join(c for c in (build["compiler"], build["cuda_compiler"]) if c)
     print(f"  compilers      {compilers}")
     print(f"  build type     {build['build_type']}")
+    print(f"  C++ autograd   for torch {' '.join(build['accelerators']) or '- (none carried)'}")
     print(f"  index          {build['index_url']}")
     print("this environment")
     print(f"  Python         {platform.python_version()} ({sys.executable})")
     print(f"  torch          {torch.__version__}")
     print(f"  CUDA (torch)   {torch.version.cuda or 'none'}")
     print(f"  CPU threads    {torch.get_num_threads()} (torch's intra-op pool, which the CPU kernels use)")
+    print(f"  autograd       {build['autograd']}")
     gpus_ok = True
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):

@@ -1,6 +1,10 @@
-"""The autograd path of the public functions.
+"""The autograd paths of the public functions.
 
-Each op registers its autograd on its torch.ops op with
+Where the wheel carries a C++ autograd accelerator for the running torch
+minor (_accelerator.py), it covers the public ops (`cpp(op)`): the public
+functions call the op itself, and the op modules register no Python autograd.
+
+Otherwise each op registers its autograd on its torch.ops op with
 torch.library.register_autograd, which is what a direct torch.ops call and
 torch.library.opcheck use. That path costs tens of microseconds of Python per
 call (the dispatcher calls a Python kernel, which fills in the schema's
@@ -16,6 +20,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+
+from . import _loader
+
+
+def cpp(op: str) -> bool:
+    """Whether the public op `op` has C++ autograd here."""
+    return _loader.AUTOGRAD is not None and op in _loader.AUTOGRAD.ops
+
+
+def raise_out_of_memory(error: RuntimeError) -> None:
+    """Re-raises `error`, as torch.OutOfMemoryError where it is the stable
+    library's CUDA out-of-memory error (the stable ABI carries no exception
+    types; the accelerator translates it in C++, but not where autograd is
+    skipped, as under inference_mode)."""
+    if not isinstance(error, torch.OutOfMemoryError) and ": CUDA out of memory" in str(error):
+        raise torch.OutOfMemoryError(str(error)) from None
+    raise error
 
 
 def function(name: str, forward: Callable, setup_context: Callable, backward: Callable) -> type:
@@ -38,7 +59,10 @@ def call_backward_op(op, *args):
     backward: skipped (it is a Python kernel) unless a graph of the gradient is
     being built (create_graph=True). torch.compile traces the plain call (its
     graphs have no per-call Python cost)."""
-    if torch.is_grad_enabled() or torch.compiler.is_compiling():
-        return op(*args)
-    with torch._C._AutoDispatchBelowAutograd():
-        return op(*args)
+    try:
+        if torch.is_grad_enabled() or torch.compiler.is_compiling():
+            return op(*args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(*args)
+    except RuntimeError as error:
+        raise_out_of_memory(error)

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ._accelerator import Autograd, activate
 from ._variant import install_command, major_minor, variant_for
 
 
@@ -81,8 +82,14 @@ def mismatch(build: dict[str, Any], torch_version: str, torch_cuda: str | None) 
                       f"Install what this environment needs:\n    {fix}"])
 
 
+# How the public ops' autograd runs here (set by load(); see _accelerator.py).
+AUTOGRAD: Autograd | None = None
+
+
 def load() -> None:
-    """Import fusedops._C (registering torch.ops.fusedops) or raise a clear ImportError."""
+    """Import fusedops._C (registering torch.ops.fusedops) or raise a clear
+    ImportError, then activate the C++ autograd accelerator where there is one."""
+    global AUTOGRAD
     try:
         build = built_for()
     except ImportError as error:
@@ -91,7 +98,7 @@ def load() -> None:
     if problem:
         raise ImportError(problem)
     try:
-        importlib.import_module("fusedops._C")
+        stable = importlib.import_module("fusedops._C")
     except ImportError as error:  # OSError from the loader arrives as ImportError
         needed = variant_for(torch.version.cuda)
         raise ImportError("\n".join([
@@ -101,3 +108,4 @@ def load() -> None:
             *rule_lines(rules(build, torch.__version__, torch.version.cuda)),
             f"Reinstall the wheel this environment needs ({needed}):",
             f"    {install_command(build['version'].split('+')[0], needed, build['index_url'])}"])) from error
+    AUTOGRAD = activate(stable.__file__, build.get("accelerators", []))

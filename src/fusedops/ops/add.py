@@ -11,6 +11,7 @@ from .. import _autograd, _checks
 
 _add = torch.ops.fusedops.add.default
 _add_nograd = torch.ops.fusedops._add_nograd.default
+CPP_AUTOGRAD = _autograd.cpp("add")
 
 
 def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -18,7 +19,12 @@ def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     Gradients flow to both inputs, reduced to each input's shape.
     """
-    return _Add.apply(a, b) if _checks.needs_autograd("add", a, b) else _add_nograd(a, b)
+    try:
+        if CPP_AUTOGRAD:
+            return _add(a, b)
+        return _Add.apply(a, b) if _checks.needs_autograd("add", a, b) else _add_nograd(a, b)
+    except RuntimeError as error:
+        _autograd.raise_out_of_memory(error)
 
 
 def check_case(randn):
@@ -50,5 +56,6 @@ def _backward(ctx, grad):
                  for shape, needed in zip(ctx.shapes, ctx.needs_input_grad, strict=True))
 
 
-torch.library.register_autograd("fusedops::add", _backward, setup_context=_setup_context)
+if not CPP_AUTOGRAD:  # else accel/add/ registered it
+    torch.library.register_autograd("fusedops::add", _backward, setup_context=_setup_context)
 _Add = _autograd.function("_Add", _add_nograd, _setup_context, _backward)

@@ -16,6 +16,9 @@ _linear = torch.ops.fusedops.linear.default
 _linear_nograd = torch.ops.fusedops._linear_nograd.default
 _linear_forward = torch.ops.fusedops._linear_forward.default
 _linear_backward = torch.ops.fusedops._linear_backward.default
+# With C++ autograd, accel/linear/ also does the autocast and reads the cuBLAS
+# math flags (cublas_math=-1, the schemas' default).
+CPP_AUTOGRAD = _autograd.cpp("linear")
 
 # The activations the kernels know (cpp/linear/linear.cpp checks the same list).
 ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh")
@@ -36,16 +39,21 @@ def linear(
     activation: None, "relu", "gelu" (erf) or "gelu_tanh". Autograd, autocast (like F.linear),
     torch.compile and CUDA graphs are supported; float32 follows torch.backends.cuda.matmul.allow_tf32.
     """
-    if x.is_cuda:
-        if torch.is_autocast_enabled("cuda"):
-            x, weight, bias = _autocast("cuda", x, weight, bias)
-    elif x.is_cpu and torch.is_autocast_enabled("cpu"):
-        x, weight, bias = _autocast("cpu", x, weight, bias)
-    math = _cublas_math(x)
     # Positional arguments: keyword parsing costs about 1 us a call.
-    if _checks.needs_autograd("linear", x, weight, bias):
-        return _LinearFunction.apply(x, weight, bias, activation, min, max, math)
-    return _linear_nograd(x, weight, bias, activation, min, max, math)
+    try:
+        if CPP_AUTOGRAD:
+            return _linear(x, weight, bias, activation, min, max)
+        if x.is_cuda:
+            if torch.is_autocast_enabled("cuda"):
+                x, weight, bias = _autocast("cuda", x, weight, bias)
+        elif x.is_cpu and torch.is_autocast_enabled("cpu"):
+            x, weight, bias = _autocast("cpu", x, weight, bias)
+        math = _cublas_math(x)
+        if _checks.needs_autograd("linear", x, weight, bias):
+            return _LinearFunction.apply(x, weight, bias, activation, min, max, math)
+        return _linear_nograd(x, weight, bias, activation, min, max, math)
+    except RuntimeError as error:
+        _autograd.raise_out_of_memory(error)
 
 
 def check_case(randn):
@@ -244,6 +252,7 @@ def _no_double_backward(ctx, *grads):
                        "itself differentiable); use F.linear and torch ops where higher-order gradients are needed")
 
 
-torch.library.register_autograd("fusedops::linear", _backward_linear, setup_context=_setup_linear)
+if not CPP_AUTOGRAD:  # else accel/linear/ registered it
+    torch.library.register_autograd("fusedops::linear", _backward_linear, setup_context=_setup_linear)
 torch.library.register_autograd("fusedops::_linear_backward", _no_double_backward,
                                 setup_context=lambda ctx, inputs, output: None)

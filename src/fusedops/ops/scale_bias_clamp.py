@@ -14,6 +14,7 @@ OP = "scale_bias_clamp"
 _sbc = torch.ops.fusedops.scale_bias_clamp.default
 _sbc_nograd = torch.ops.fusedops._scale_bias_clamp_nograd.default
 _sbc_backward = torch.ops.fusedops._scale_bias_clamp_backward.default
+CPP_AUTOGRAD = _autograd.cpp(OP)
 
 
 def _number_or_tensor(name: str, value: object) -> tuple[torch.Tensor | None, float]:
@@ -47,7 +48,14 @@ def scale_bias_clamp(x: torch.Tensor, scale: torch.Tensor | float, bias: torch.T
     scale_t, scale_v = _number_or_tensor("scale", scale)
     bias_t, bias_v = _number_or_tensor("bias", bias)
     args = (x, scale_t, bias_t, scale_v, bias_v, _bound("min", min), _bound("max", max))
-    return _ScaleBiasClamp.apply(*args) if _checks.needs_autograd(OP, x, scale_t, bias_t) else _sbc_nograd(*args)
+    try:
+        if CPP_AUTOGRAD:
+            return _sbc(*args)
+        if _checks.needs_autograd(OP, x, scale_t, bias_t):
+            return _ScaleBiasClamp.apply(*args)
+        return _sbc_nograd(*args)
+    except RuntimeError as error:
+        _autograd.raise_out_of_memory(error)
 
 
 def check_case(randn):
@@ -120,7 +128,8 @@ def _no_double_backward(ctx, *grads):
     raise RuntimeError("fusedops.scale_bias_clamp: double backward is not supported")
 
 
-torch.library.register_autograd("fusedops::scale_bias_clamp", _backward, setup_context=_setup_context)
+if not CPP_AUTOGRAD:  # else accel/scale_bias_clamp/ registered it
+    torch.library.register_autograd("fusedops::scale_bias_clamp", _backward, setup_context=_setup_context)
 # The backward op is not differentiable: a double backward fails loudly
 # instead of giving wrong gradients.
 torch.library.register_autograd("fusedops::_scale_bias_clamp_backward", _no_double_backward)

@@ -1,0 +1,27 @@
+# fusedops_accelerator(TORCH_VERSION TORCH_ROOT): the C++ autograd of accel/
+# built against one torch's full C++ API (TORCH_ROOT/include) as
+# torch_<major>_<minor>.so, loaded only under that torch minor. It links only
+# libc10 and libtorch_cpu (no CUDA: one build serves the cpu, cu12 and cu13
+# wheels), and --no-undefined proves that minor's libraries have every symbol
+# it uses. Sets FUSEDOPS_ACCELERATOR_TARGET in the caller's scope.
+set(FUSEDOPS_ACCEL_DIR "${CMAKE_CURRENT_LIST_DIR}")
+
+function(fusedops_accelerator torch_version torch_root)
+  if(NOT torch_version MATCHES "^([0-9]+)\\.([0-9]+)")
+    message(FATAL_ERROR "fusedops: cannot read a torch minor from '${torch_version}'")
+  endif()
+  set(target "torch_${CMAKE_MATCH_1}_${CMAKE_MATCH_2}")
+  file(GLOB sources CONFIGURE_DEPENDS "${FUSEDOPS_ACCEL_DIR}/*/*.cpp")
+  add_library(${target} MODULE ${sources})
+  set_target_properties(${target} PROPERTIES PREFIX "" CXX_VISIBILITY_PRESET hidden)
+  target_compile_features(${target} PRIVATE cxx_std_20)
+  target_include_directories(${target} PRIVATE "${FUSEDOPS_ACCEL_DIR}/..")
+  target_include_directories(${target} SYSTEM PRIVATE "${torch_root}/include"
+                             "${torch_root}/include/torch/csrc/api/include")
+  # Every torch >= 2.10 wheel is built with the C++11 string ABI.
+  target_compile_definitions(${target} PRIVATE _GLIBCXX_USE_CXX11_ABI=1)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  target_link_libraries(${target} PRIVATE "${torch_root}/lib/libc10.so" "${torch_root}/lib/libtorch_cpu.so")
+  target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  set(FUSEDOPS_ACCELERATOR_TARGET ${target} PARENT_SCOPE)
+endfunction()
