@@ -13,7 +13,9 @@ function(fusedops_accelerator torch_version torch_root)
   set(target "torch_${CMAKE_MATCH_1}_${CMAKE_MATCH_2}")
   file(GLOB sources CONFIGURE_DEPENDS "${FUSEDOPS_ACCEL_DIR}/*/*.cpp")
   add_library(${target} MODULE ${sources})
-  set_target_properties(${target} PROPERTIES PREFIX "" CXX_VISIBILITY_PRESET hidden)
+  # One translation unit: torch's headers are parsed once, not once a file.
+  set_target_properties(${target} PROPERTIES PREFIX "" CXX_VISIBILITY_PRESET hidden UNITY_BUILD ON
+                        UNITY_BUILD_BATCH_SIZE 0)
   target_compile_features(${target} PRIVATE cxx_std_20)
   target_include_directories(${target} PRIVATE "${FUSEDOPS_ACCEL_DIR}/..")
   target_include_directories(${target} SYSTEM PRIVATE "${torch_root}/include"

@@ -6,6 +6,8 @@
     wheel_matrix.py --list                   human-readable table
     wheel_matrix.py --variant cu13           shell lines (eval-able) for one variant
     wheel_matrix.py --variant cu13 --format env      raw KEY=value (for $GITHUB_ENV)
+    wheel_matrix.py --accelerators           the torch release each C++ autograd accelerator
+                                             (one per torch minor, in every wheel) is built from
     wheel_matrix.py --variant cu13 --check-torch [--torch-version V] [--torch-index-url URL]
         the torch installed in this Python is one this variant builds against /
         serves: same CUDA major (None for cpu), a CUDA runtime minor (torch.version.cuda
@@ -145,6 +147,21 @@ def expand(data: dict) -> list[dict]:
     return entries
 
 
+def accelerator_torches(data: dict) -> list[str]:
+    """The torch releases the accelerators are built from ("accelerators":
+    minor -> release, tools/build_accelerators.sh), checked: each release is of
+    its minor, and every minor a wheel is tested under has one."""
+    found = data["accelerators"]
+    for minor, version in found.items():
+        if not _TORCH_RE.match(version) or ".".join(version.split(".")[:2]) != minor:
+            raise MatrixError(f"accelerators: {minor!r} -> {version!r}: not a release of torch {minor}")
+    for name, spec in data["variants"].items():
+        for version in spec["test_torch"]:
+            if ".".join(version.split(".")[:2]) not in found:
+                raise MatrixError(f"{name}: tested under torch {version}, but no accelerator is built for its minor")
+    return sorted(found.values(), key=torch_key)
+
+
 def test_entries(entries: list[dict]) -> list[dict]:
     """One entry per (variant, torch it is tested under)."""
     return [
@@ -242,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--github", action="store_true", help="GitHub Actions build matrix JSON")
     mode.add_argument("--github-tests", action="store_true", help="GitHub Actions test matrix JSON")
     mode.add_argument("--list", action="store_true", help="human-readable table")
+    mode.add_argument("--accelerators", action="store_true", help="torch releases the accelerators are built from")
     mode.add_argument("--variant", metavar="NAME", help="one variant: cpu, cu12, cu13")
     p.add_argument(
         "--format",
@@ -257,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--check-torch needs --variant")
 
     try:
-        entries = expand(load(args.matrix))
+        data = load(args.matrix)
+        entries = expand(data)
+        accelerators = accelerator_torches(data)
     except (OSError, KeyError, TypeError, MatrixError, json.JSONDecodeError) as e:
         print(f"wheel_matrix: {args.matrix}: {e!r}", file=sys.stderr)
         return 2
@@ -268,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"include": test_entries(entries)}, separators=(",", ":")))
     elif args.list:
         print(table(entries))
+    elif args.accelerators:
+        print(" ".join(accelerators))
     else:
         found = [e for e in entries if e["variant"] == args.variant]
         if not found:

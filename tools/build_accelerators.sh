@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds the C++ autograd accelerators (accel/), one per torch minor of
+# tools/wheel_matrix.json's "accelerators", each against that release's own
+# headers and libraries, into OUT_DIR as torch_<major>_<minor>.so. A wheel build
+# takes the folder with FUSEDOPS_ACCELERATORS=OUT_DIR (one set serves the cpu,
+# cu12 and cu13 wheels: the accelerators hold no CUDA code).
+#
+#   tools/build_accelerators.sh OUT_DIR [TORCH_VERSION ...]     # default: the matrix's
+#
+# Needs cmake >= 3.30, ninja, a C++20 g++ and PyPI (pip download of the torch
+# wheels, kept in WORK_DIR, default a temporary folder).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=${1:?usage: tools/build_accelerators.sh OUT_DIR [TORCH_VERSION ...]}
+shift
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+if [ $# -gt 0 ]; then versions=("$@"); else read -ra versions <<< "$(python3 tools/wheel_matrix.py --accelerators)"; fi
+work=${WORK_DIR:-$(mktemp -d)}
+python=${PYTHON:-python3}
+py_tag=$("$python" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')
+platform=manylinux_2_28_$(uname -m)
+
+for version in "${versions[@]}"; do
+  start=$SECONDS
+  files="$work/torch-$version"
+  if [ ! -f "$files/lib/libtorch_cpu.so" ]; then
+    # --no-deps: only torch's own wheel (its headers and two libraries are used);
+    # PIP_CONSTRAINT=/dev/null: any cap on torch this machine sets does not apply.
+    PIP_CONSTRAINT=/dev/null "$python" -m pip download -q --no-deps --only-binary=:all: --python-version "$py_tag" \
+      --platform "$platform" -d "$work/wheels-$version" "torch==$version" 2>&1 |
+      { grep -v 'is ignored: it is neither a file nor a directory' || true; }
+    wheel=$(find "$work/wheels-$version" -name "torch-$version*.whl" | head -1)
+    [ -n "$wheel" ] || { echo "build_accelerators: no torch $version wheel for $platform" >&2; exit 1; }
+    "$python" tools/torch_files.py "$wheel" "$files"
+    rm -rf "$work/wheels-$version"
+  fi
+  cmake -S accel -B "$work/build-$version" -G Ninja -DFUSEDOPS_TORCH_VERSION="$version" \
+    -DFUSEDOPS_TORCH_ROOT="$files" >/dev/null
+  cmake --build "$work/build-$version"
+  library=$(find "$work/build-$version" -maxdepth 1 -name 'torch_*_*.so')
+  # What it may link: torch's CPU libraries and the C/C++ runtime, never CUDA.
+  needed=$(readelf -d "$library" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
+  for lib in $needed; do
+    case $lib in
+      libc10.so | libtorch_cpu.so | libstdc++.so.* | libgcc_s.so.* | libc.so.* | libm.so.* | ld-linux-*.so.*) ;;
+      *) echo "build_accelerators: $(basename "$library") links $lib (allowed: libc10, libtorch_cpu, the C/C++ runtime)" >&2
+         exit 1 ;;
+    esac
+  done
+  cp "$library" "$out/"
+  printf 'build_accelerators: %s for torch %s: %d KiB, %d s (links %s)\n' "$(basename "$library")" "$version" \
+    "$(( $(stat -c %s "$library") / 1024 ))" $((SECONDS - start)) "$needed"
+done
