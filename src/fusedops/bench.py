@@ -347,9 +347,12 @@ def bench_linear(device: torch.device, numel: int, repeats: int, quick: bool = F
             times = measure_impls(impls, device, repeats)
             rows += _linear_rows("linear", "fwd+bwd", times, dtype, (m, n, k), 6 * m * n * k)
 
-    # Host overhead: 16x16, where the device is idle most of the time.
+    # Host overhead: 16x16, where the device is idle most of the time; plain
+    # and the composite the fused epilogue replaces.
     small = (torch.randn(16, 16, device=device), torch.randn(16, 16, device=device), torch.randn(16, device=device))
-    return rows + host_rows("linear", [16, 16, 16], small, fusedops.linear, F.linear, device, quick)
+    rows += host_rows("linear", [16, 16, 16], small, fusedops.linear, F.linear, device, quick)
+    return rows + host_rows("linear+gelu", [16, 16, 16], small, functools.partial(fusedops.linear, activation="gelu"),
+                            _eager_linear(activation="gelu"), device, quick)
 
 
 def _linear_train_step(fn: Callable[..., torch.Tensor], leaves: tuple[torch.Tensor, ...],
