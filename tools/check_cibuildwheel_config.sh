@@ -30,12 +30,18 @@ for variant in $variants; do
 done
 # The environment as cibuildwheel evaluates it before before-all (no toolkit yet)
 # and before the build (host-cxx written): tools/check_cibuildwheel_env.py. The
-# build state needs /opt/fusedops-cuda/host-cxx: a private mount namespace over
-# /opt, as root (or with sudo), so nothing on this machine changes.
+# build state needs /opt/fusedops-cuda/host-cxx: a private mount namespace with
+# an overlay over /opt (its content, python's on GitHub runners included, stays
+# visible), as root or with sudo, so nothing on this machine changes.
 python tools/check_cibuildwheel_env.py before-all
 fake_cxx=/opt/rh/gcc-toolset-13/root/usr/bin/g++
-build_state="mount -t tmpfs none /opt && mkdir /opt/fusedops-cuda &&
-  echo $fake_cxx > /opt/fusedops-cuda/host-cxx && $(command -v python) tools/check_cibuildwheel_env.py build $fake_cxx"
+overlay=$(mktemp -d)
+trap 'rmdir "$overlay"' EXIT
+# The overlay's own directories on a tmpfs of the namespace: gone with it.
+build_state="mount -t tmpfs none $overlay && mkdir $overlay/upper $overlay/work &&
+  mount -t overlay overlay -o lowerdir=/opt,upperdir=$overlay/upper,workdir=$overlay/work /opt &&
+  mkdir /opt/fusedops-cuda && echo $fake_cxx > /opt/fusedops-cuda/host-cxx &&
+  $(command -v python) tools/check_cibuildwheel_env.py build $fake_cxx"
 if [ "$(id -u)" = 0 ]; then
   unshare --mount --propagation private sh -c "$build_state"
 elif sudo -n true 2>/dev/null; then
