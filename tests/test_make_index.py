@@ -3,6 +3,7 @@ JSON, and pip resolving through the result (file:// only, no network, no torch).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.util
 import json
@@ -283,3 +284,53 @@ def test_pip_rejects_tampered_wheel(tree, tmp_path):
     r = pip_download(tmp_path, "--index-url", (out / "cpu" / "simple").as_uri(), "fusedops")
     assert r.returncode != 0
     assert "sha256" in (r.stdout + r.stderr).lower()
+
+
+def fake_attestation(wheel: Path, name: str | None = None, digest: str | None = None) -> Path:
+    """The shape `pypi-attestations sign` writes beside a wheel (unsigned here: make_index
+    checks what it attests, signatures are checked by pypi-attestations verify)."""
+    statement = {"_type": "https://in-toto.io/Statement/v1", "predicateType": "https://docs.pypi.org/attestations/publish/v1",
+                 "subject": [{"name": name or wheel.name, "digest": {"sha256": digest or sha(wheel)}}]}
+    att = {"version": 1, "verification_material": {"certificate": "", "transparency_entries": [{}]},
+           "envelope": {"statement": base64.b64encode(json.dumps(statement).encode()).decode(), "signature": ""}}
+    path = wheel.with_name(wheel.name + ".publish.attestation")
+    path.write_text(json.dumps(att))
+    return path
+
+
+def test_provenance_served_in_html_and_json(tmp_path):
+    wheels = tmp_path / "dist"
+    signed = fake_wheel(wheels, "0.2.0+cpu", "torch>=2.10")
+    fake_wheel(wheels / "old", "0.1.0+pt214cpu", "torch==2.14.*")  # released before attestations
+    att = json.loads(fake_attestation(signed).read_text())
+    out = tmp_path / "site"
+    assert mi.main([str(wheels), str(out), "--base-url", "https://x.test", "--github-repository", "o/r"]) == 0
+    prov = json.loads((out / "cpu" / "wheels" / f"{signed.name}.provenance").read_text())
+    assert prov == {"version": 1, "attestation_bundles": [
+        {"publisher": {"kind": "GitHub", "repository": "o/r", "workflow": "wheels.yml"}, "attestations": [att]}]}
+    assert not (out / "cpu" / "wheels" / "fusedops-0.1.0+pt214cpu-cp310-abi3-manylinux_2_28_x86_64.whl.provenance").exists()
+    page = (out / "cpu" / "simple" / "fusedops" / "index.html").read_text()
+    quoted = signed.name.replace("+", "%2B")
+    assert page.count("data-provenance=") == 1
+    assert f'data-provenance="../../wheels/{quoted}.provenance"' in page
+    files = {f["filename"]: f for f in json.loads((out / "cpu" / "simple" / "fusedops" / "index.json").read_text())["files"]}
+    assert files[signed.name]["provenance"] == f"../../wheels/{quoted}.provenance"
+    assert files["fusedops-0.1.0+pt214cpu-cp310-abi3-manylinux_2_28_x86_64.whl"]["provenance"] is None
+
+
+@pytest.mark.parametrize("what", ["digest", "name", "garbage", "no-publisher"])
+def test_rejects_an_attestation_of_another_wheel(tmp_path, capsys, what):
+    wheels = tmp_path / "dist"
+    w = fake_wheel(wheels, "0.2.0+cpu", "torch>=2.10")
+    args = ["--github-repository", "o/r"]
+    if what == "digest":
+        fake_attestation(w, digest="0" * 64)
+    elif what == "name":
+        fake_attestation(w, name=w.name.replace("0.2.0", "0.2.1"))
+    elif what == "garbage":
+        w.with_name(w.name + ".publish.attestation").write_text("{}")
+    else:
+        fake_attestation(w)
+        args = []
+    assert mi.main([str(wheels), str(tmp_path / "site"), *args]) == 1
+    assert "make_index: error:" in capsys.readouterr().err

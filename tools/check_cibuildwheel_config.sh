@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Validates tools/cibuildwheel.toml without docker: its JSON schema (value
 # types), then cibuildwheel's own build selection, bare and with each wheel
-# variant's environment as wheels.yml passes it. Needs python (with
-# cibuildwheel installed) and cibuildwheel on PATH. Run by .ci/run and ci.yml.
+# variant's environment as wheels.yml passes it, and the `environment` option
+# as before-all and the build see it (tools/check_cibuildwheel_env.py). Needs
+# python (with cibuildwheel installed), cibuildwheel on PATH, and root or sudo.
+# Run by .ci/run and ci.yml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,3 +28,25 @@ for variant in $variants; do
   [ "$got" = "$want" ] || { echo "$variant: cibuildwheel selects '$got', not $want" >&2; exit 1; }
   echo "cibuildwheel $variant: $got"
 done
+# The environment as cibuildwheel evaluates it before before-all (no toolkit yet)
+# and before the build (host-cxx written): tools/check_cibuildwheel_env.py. The
+# build state needs /opt/fusedops-cuda/host-cxx: a private mount namespace with
+# an overlay over /opt (its content, python's on GitHub runners included, stays
+# visible), as root or with sudo, so nothing on this machine changes.
+python tools/check_cibuildwheel_env.py before-all
+fake_cxx=/opt/rh/gcc-toolset-13/root/usr/bin/g++
+overlay=$(mktemp -d)
+trap 'rmdir "$overlay"' EXIT
+# The overlay's own directories on a tmpfs of the namespace: gone with it.
+build_state="mount -t tmpfs none $overlay && mkdir $overlay/upper $overlay/work &&
+  mount -t overlay overlay -o lowerdir=/opt,upperdir=$overlay/upper,workdir=$overlay/work /opt &&
+  mkdir /opt/fusedops-cuda && echo $fake_cxx > /opt/fusedops-cuda/host-cxx &&
+  $(command -v python) tools/check_cibuildwheel_env.py build $fake_cxx"
+if [ "$(id -u)" = 0 ]; then
+  unshare --mount --propagation private sh -c "$build_state"
+elif sudo -n true 2>/dev/null; then
+  sudo -n unshare --mount --propagation private sh -c "$build_state"
+else
+  echo "check_cibuildwheel_config: the build-state check needs root or sudo for a mount namespace" >&2
+  exit 1
+fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build the static wheel index, one tree per variant, from a directory of wheels.
 
-    make_index.py WHEEL_DIR OUT_DIR [--base-url URL]
+    make_index.py WHEEL_DIR OUT_DIR [--base-url URL] [--github-repository OWNER/NAME]
 
 Output (all links relative, so the tree works from any host or file://):
 
@@ -13,12 +13,18 @@ Output (all links relative, so the tree works from any host or file://):
     OUT/<variant>/simple/fusedops/index.json the same as PEP 691 JSON (api-version 1.1)
     OUT/<variant>/wheels/<wheel>             the variant's wheels
     OUT/<variant>/wheels/<wheel>.metadata    each one's METADATA (PEP 658)
+    OUT/<variant>/wheels/<wheel>.provenance  its PEP 740 provenance, where the wheel has
+                                             an attestation: data-provenance (HTML) and
+                                             provenance (JSON) link it
     OUT/<variant>.html                       find-links page of the variant
 
 The variants are cpu, cu12, cu13, ... : a wheel's local version label (0.2.0+cu13).
 Wheels of 0.1 carried one label per torch (0.1.0+pt214cu130, torch==2.14.*); they
 go into the index of their CUDA major (cu13) or cpu, so no published wheel is
-dropped. A static host serves index.html for a directory; index.json is there
+dropped. A wheel's attestation is the file <wheel>.publish.attestation beside it
+(what `pypi-attestations sign` writes): it must attest exactly that wheel (its
+name and sha256), and is served inside a provenance object naming the
+publisher, wheels.yml of --github-repository. A static host serves index.html for a directory; index.json is there
 for hosts that pick by the Accept header (application/vnd.pypi.simple.v1+json).
 Output depends only on the wheels (and tools/wheel_matrix.json for the torch
 index named in the install commands): no timestamps, sorted everywhere.
@@ -27,6 +33,7 @@ index named in the install commands): no timestamps, sorted everywhere.
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import html
 import json
@@ -41,7 +48,8 @@ from urllib.parse import quote
 
 PROJECT = "fusedops"
 MATRIX = Path(__file__).with_name("wheel_matrix.json")
-JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+WORKFLOW = "wheels.yml"  # the workflow that signs the attestations
+ATTESTATION_SUFFIX = ".publish.attestation"
 
 _LABEL_RE = re.compile(r"^(cpu|cu(\d+))$")
 _LEGACY_LABEL_RE = re.compile(r"^pt(\d+)(cpu|cu(\d+)\d)$")  # 0.1: pt214cu130 -> cu13
@@ -63,6 +71,7 @@ class Wheel:
     size: int
     sha256: str
     metadata: bytes
+    attestation: dict | None  # PEP 740 attestation object
 
     @property
     def metadata_sha256(self) -> str:
@@ -98,6 +107,22 @@ def variant_of(filename: str, label: str, torch_reqs: list[str]) -> str:
     return "cpu" if legacy[2] == "cpu" else f"cu{legacy[3]}"
 
 
+def read_attestation(path: Path, filename: str, sha256: str) -> dict | None:
+    """The attestation beside the wheel, if any, checked to be about this wheel."""
+    att_path = path.with_name(path.name + ATTESTATION_SUFFIX)
+    if not att_path.exists():
+        return None
+    try:
+        att = json.loads(att_path.read_text(encoding="utf-8"))
+        statement = json.loads(base64.b64decode(att["envelope"]["statement"], validate=True))
+        subjects = [(s["name"], s["digest"]["sha256"]) for s in statement["subject"]]
+    except (ValueError, KeyError, TypeError) as e:
+        raise BadWheelError(f"{att_path.name}: not a PEP 740 attestation ({e})") from None
+    if att.get("version") != 1 or subjects != [(filename, sha256)]:
+        raise BadWheelError(f"{att_path.name}: attests {subjects}, not {filename} with sha256 {sha256}")
+    return att
+
+
 def read_wheel(path: Path) -> Wheel:
     filename = path.name
     parts = filename[: -len(".whl")].split("-")
@@ -117,6 +142,7 @@ def read_wheel(path: Path) -> Wheel:
     filename = "-".join([parts[0], version, *parts[2:]]) + ".whl"
     label = version.partition("+")[2]
     torch_reqs = [r.strip() for r in msg.get_all("Requires-Dist", []) if _TORCH_REQ_RE.match(r.strip())]
+    sha256 = sha256_file(path)
     return Wheel(
         path=path,
         filename=filename,
@@ -124,8 +150,9 @@ def read_wheel(path: Path) -> Wheel:
         variant=variant_of(filename, label, torch_reqs),
         requires_python=msg.get("Requires-Python", "") or "",
         size=path.stat().st_size,
-        sha256=sha256_file(path),
+        sha256=sha256,
         metadata=metadata,
+        attestation=read_attestation(path, filename, sha256),
     )
 
 
@@ -163,6 +190,8 @@ def _wheel_anchor(w: Wheel, prefix: str, pep658: bool) -> str:
         # PEP 714 renamed the attribute; older pips only know the PEP 658 name.
         attrs.append(f'data-dist-info-metadata="sha256={w.metadata_sha256}"')
         attrs.append(f'data-core-metadata="sha256={w.metadata_sha256}"')
+        if w.attestation:
+            attrs.append(f'data-provenance="{html.escape(prefix + quote(w.filename) + ".provenance")}"')
     return f"<a {' '.join(attrs)}>{html.escape(w.filename)}</a><br>"
 
 
@@ -177,6 +206,7 @@ def _wheel_json(w: Wheel, prefix: str) -> dict:
     }
     if w.requires_python:
         entry["requires-python"] = w.requires_python
+    entry["provenance"] = prefix + quote(w.filename) + ".provenance" if w.attestation else None
     return entry
 
 
@@ -220,14 +250,22 @@ def _collect(wheel_dir: Path) -> dict[str, Wheel]:
     return wheels
 
 
-def _write_variant(out: Path, variant: str, ws: list[Wheel]) -> list[str]:
-    """One variant's wheels (+ PEP 658 metadata), its simple index (HTML and
-    JSON) and its find-links page; returns its versions, oldest first."""
+def provenance(w: Wheel, repository: str) -> str:
+    """PEP 740 provenance of a wheel: its attestation, published by wheels.yml of repository."""
+    publisher = {"kind": "GitHub", "repository": repository, "workflow": WORKFLOW}
+    return _json({"version": 1, "attestation_bundles": [{"publisher": publisher, "attestations": [w.attestation]}]})
+
+
+def _write_variant(out: Path, variant: str, ws: list[Wheel], repository: str | None) -> list[str]:
+    """One variant's wheels (+ PEP 658 metadata, PEP 740 provenance), its simple
+    index (HTML and JSON) and its find-links page; returns its versions, oldest first."""
     store = out / variant / "wheels"
     store.mkdir(parents=True)
     for w in ws:
         shutil.copyfile(w.path, store / w.filename)
         (store / f"{w.filename}.metadata").write_bytes(w.metadata)
+        if w.attestation:
+            (store / f"{w.filename}.provenance").write_text(provenance(w, repository), encoding="utf-8")
     simple = out / variant / "simple"
     (simple / PROJECT).mkdir(parents=True)
     (simple / "index.html").write_text(_page("Simple index", [f'<a href="{PROJECT}/">{PROJECT}</a><br>']),
@@ -260,9 +298,12 @@ def _landing_row(base_url: str, variant: str, versions: list[str], spec: dict) -
             "</tr>")
 
 
-def build(wheel_dir: Path, out: Path, base_url: str) -> list[Wheel]:
+def build(wheel_dir: Path, out: Path, base_url: str, repository: str | None = None) -> list[Wheel]:
     base_url = base_url.rstrip("/")
     wheels = _collect(wheel_dir)
+    attested = [w.filename for w in wheels.values() if w.attestation]
+    if attested and not repository:
+        raise BadWheelError(f"{attested[0]} has an attestation: name its publisher with --github-repository")
     if out.exists() and any(out.iterdir()):
         raise BadWheelError(f"{out} is not empty")
     out.mkdir(parents=True, exist_ok=True)
@@ -272,7 +313,7 @@ def build(wheel_dir: Path, out: Path, base_url: str) -> list[Wheel]:
     for w in sorted(wheels.values(), key=lambda w: (w.variant, _version_key(w.version), w.filename)):
         by_variant.setdefault(w.variant, []).append(w)
     matrix = matrix_variants()
-    rows = [_landing_row(base_url, variant, _write_variant(out, variant, ws), matrix.get(variant, {}))
+    rows = [_landing_row(base_url, variant, _write_variant(out, variant, ws, repository), matrix.get(variant, {}))
             for variant, ws in sorted(by_variant.items())]
     body = [
         "<p>One index per variant: pick the one of your torch "
@@ -291,17 +332,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("wheel_dir", type=Path, help="searched recursively for *.whl")
     p.add_argument("out_dir", type=Path, help="must be missing or empty")
     p.add_argument("--base-url", default=None, help="public URL of OUT_DIR (default: index_base_url of the matrix)")
+    p.add_argument("--github-repository", default=None, help="OWNER/NAME whose wheels.yml signed the attestations")
     args = p.parse_args(argv)
     base_url = args.base_url
     if base_url is None:
         base_url = json.loads(MATRIX.read_text(encoding="utf-8"))["index_base_url"]
     try:
-        wheels = build(args.wheel_dir, args.out_dir, base_url)
+        wheels = build(args.wheel_dir, args.out_dir, base_url, args.github_repository)
     except (BadWheelError, OSError, zipfile.BadZipFile) as e:
         print(f"make_index: error: {e}", file=sys.stderr)
         return 1
     variants = sorted({w.variant for w in wheels})
-    print(f"make_index: {len(wheels)} wheel(s), variants: {' '.join(variants)}")
+    attested = sum(1 for w in wheels if w.attestation)
+    print(f"make_index: {len(wheels)} wheel(s) ({attested} with provenance), variants: {' '.join(variants)}")
     return 0
 
 
