@@ -14,8 +14,10 @@ function(fusedops_accelerator torch_version torch_root)
   file(GLOB sources CONFIGURE_DEPENDS "${FUSEDOPS_ACCEL_DIR}/*/*.cpp")
   add_library(${target} MODULE ${sources})
   # One translation unit: torch's headers are parsed once, not once a file.
+  # No RPATH: libc10 and libtorch_cpu are found among the libraries `import
+  # torch` has loaded, as the stable library's are.
   set_target_properties(${target} PROPERTIES PREFIX "" CXX_VISIBILITY_PRESET hidden UNITY_BUILD ON
-                        UNITY_BUILD_BATCH_SIZE 0)
+                        UNITY_BUILD_BATCH_SIZE 0 SKIP_BUILD_RPATH ON)
   target_compile_features(${target} PRIVATE cxx_std_20)
   target_include_directories(${target} PRIVATE "${FUSEDOPS_ACCEL_DIR}/..")
   target_include_directories(${target} SYSTEM PRIVATE "${torch_root}/include"

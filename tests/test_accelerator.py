@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import CUDA
 
 import fusedops
 from fusedops import _accelerator, _loader
 from fusedops._variant import major_minor
-
-from conftest import CUDA
 
 PUBLIC_OPS = ("add", "linear", "scale_bias_clamp")
 MINOR = "{}.{}".format(*major_minor(torch.__version__))

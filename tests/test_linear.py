@@ -97,18 +97,30 @@ def test_autocast(device, bias):
         assert fusedops.linear(xd, wd).dtype == torch.float64
 
 
+def _linear_call(call, *args, **kwargs):
+    if call == "torch.ops":  # the flags come from the schema's default, cublas_math=-1
+        return torch.ops.fusedops.linear(*args, **kwargs)
+    if call == "inference_mode":  # no autograd kernel runs
+        with torch.inference_mode():
+            return fusedops.linear(*args, **kwargs)
+    return fusedops.linear(*args, **kwargs)
+
+
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
-def test_tf32_follows_torch_setting():
+@pytest.mark.parametrize("call", ["public", "inference_mode", "torch.ops"])
+def test_tf32_follows_torch_setting(call):
+    if call == "torch.ops" and not fusedops.ops.linear.CPP_AUTOGRAD:
+        pytest.skip("a direct torch.ops call reads the flags through the C++ accelerator's reader")
     sample = linear("relu", (256, 1024), 512, activation="relu")
     x, w, b = sample.make("cuda", torch.float32)
     exact = sample.ref(x.double(), w.double(), b.double())
     old = torch.backends.cuda.matmul.allow_tf32
     try:
         torch.backends.cuda.matmul.allow_tf32 = False
-        out = fusedops.linear(x, w, b, activation="relu")
+        out = _linear_call(call, x, w, b, activation="relu")
         torch.testing.assert_close(out, exact.float(), rtol=1e-4, atol=2e-5)
         torch.backends.cuda.matmul.allow_tf32 = True
-        out = fusedops.linear(x, w, b, activation="relu")
+        out = _linear_call(call, x, w, b, activation="relu")
         eager = F.relu(F.linear(x, w, b))
         torch.testing.assert_close(out, eager, rtol=1e-2, atol=1e-2)
         assert (out.double() - exact).abs().max() > 1e-5  # TF32 was used, as by F.linear

@@ -28,7 +28,8 @@ using torch::autograd::variable_list;
 // The stable library's op `fusedops::<name>`, looked up once by its caller.
 template <typename Signature>
 c10::TypedOperatorHandle<Signature> fusedops_op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow((std::string("fusedops::") + name).c_str(), "")
+  return c10::Dispatcher::singleton()
+      .findSchemaOrThrow((std::string("fusedops::") + name).c_str(), "")
       .typed<Signature>();
 }
 
@@ -50,7 +51,8 @@ inline bool is_dual(const OptTensor& t) { return t.has_value() && is_dual(*t); }
 template <typename... Ts>
 void refuse_forward_ad(const char* op, const Ts&... tensors) {
   const bool dual = (... || is_dual(tensors));
-  TORCH_CHECK(!dual, "fusedops.", op, ": forward-mode AD (a dual tensor input) is not supported: no jvp formula");
+  TORCH_CHECK(!dual, "fusedops.", op,
+              ": forward-mode AD (a dual tensor input) is not supported: no jvp formula");
 }
 
 // A CUDA out-of-memory in the stable library arrives as a std::runtime_error
@@ -119,6 +121,7 @@ std::vector<std::pair<const char*, Registration>>& registrations();
 struct RegisterOp {
   RegisterOp(const char* op, Registration r) { registrations().emplace_back(op, r); }
 };
-#define FUSEDOPS_ACCEL_OP(name, fn) static const ::fusedops::accel::RegisterOp fusedops_accel_##name(#name, fn)
+#define FUSEDOPS_ACCEL_OP(name, fn) \
+  static const ::fusedops::accel::RegisterOp fusedops_accel_##name(#name, fn)
 
 }  // namespace fusedops::accel

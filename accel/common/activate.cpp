@@ -48,10 +48,11 @@ __attribute__((visibility("default"))) const char* fusedops_accel_activate() {
   if (libraries != nullptr) return nullptr;
   try {
     using torch::Library;
-    libraries = new Libraries{Library(Library::IMPL, "fusedops", c10::DispatchKey::AutogradCPU, __FILE__, __LINE__),
-                              Library(Library::IMPL, "fusedops", c10::DispatchKey::AutogradCUDA, __FILE__, __LINE__),
-                              Library(Library::IMPL, "fusedops", c10::DispatchKey::AutocastCPU, __FILE__, __LINE__),
-                              Library(Library::IMPL, "fusedops", c10::DispatchKey::AutocastCUDA, __FILE__, __LINE__)};
+    libraries =
+        new Libraries{Library(Library::IMPL, "fusedops", c10::DispatchKey::AutogradCPU, __FILE__, __LINE__),
+                      Library(Library::IMPL, "fusedops", c10::DispatchKey::AutogradCUDA, __FILE__, __LINE__),
+                      Library(Library::IMPL, "fusedops", c10::DispatchKey::AutocastCPU, __FILE__, __LINE__),
+                      Library(Library::IMPL, "fusedops", c10::DispatchKey::AutocastCUDA, __FILE__, __LINE__)};
     for (const auto& [op, registration] : registrations()) registration(*libraries);
     return nullptr;
   } catch (const std::exception& error) {

@@ -117,7 +117,8 @@ Tensor linear_autocast(const Tensor& x, const Tensor& weight, const OptTensor& b
 
 void register_linear(Libraries& libraries) {
   libraries.autograd("linear", TORCH_FN(linear_autograd));
-  libraries.autocast_cpu.impl("linear", TORCH_FN((linear_autocast<c10::kCPU, c10::DispatchKey::AutocastCPU>)));
+  libraries.autocast_cpu.impl("linear",
+                              TORCH_FN((linear_autocast<c10::kCPU, c10::DispatchKey::AutocastCPU>)));
   libraries.autocast_cuda.impl("linear",
                                TORCH_FN((linear_autocast<c10::kCUDA, c10::DispatchKey::AutocastCUDA>)));
 }

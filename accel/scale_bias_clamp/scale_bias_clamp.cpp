@@ -8,10 +8,10 @@ namespace {
 
 using SbcSignature = Tensor(const Tensor&, const OptTensor&, const OptTensor&, double, double,
                             std::optional<double>, std::optional<double>);
-using SbcBackwardSignature = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const OptTensor&,
-                                                                const OptTensor&, double, double,
-                                                                std::optional<double>, std::optional<double>,
-                                                                std::array<bool, 3>);
+using SbcBackwardSignature = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&,
+                                                                const OptTensor&, const OptTensor&, double,
+                                                                double, std::optional<double>,
+                                                                std::optional<double>, std::array<bool, 3>);
 
 struct SbcBackward final : torch::autograd::Node {
   torch::autograd::SavedVariable x, scale, bias;
@@ -44,11 +44,13 @@ struct SbcBackward final : torch::autograd::Node {
 };
 
 Tensor sbc_autograd(c10::DispatchKeySet keys, const Tensor& x, const OptTensor& scale, const OptTensor& bias,
-                    double scale_value, double bias_value, std::optional<double> min, std::optional<double> max) {
+                    double scale_value, double bias_value, std::optional<double> min,
+                    std::optional<double> max) {
   static const auto sbc = fusedops_op<SbcSignature>("scale_bias_clamp");
   refuse_forward_ad("scale_bias_clamp", x, scale, bias);
   const auto forward = [&] {
-    return sbc.redispatch(keys & c10::after_autograd_keyset, x, scale, bias, scale_value, bias_value, min, max);
+    return sbc.redispatch(keys & c10::after_autograd_keyset, x, scale, bias, scale_value, bias_value, min,
+                          max);
   };
   if (!torch::autograd::compute_requires_grad(x, scale, bias)) return below_autograd(forward);
   auto node = make_node<SbcBackward>();

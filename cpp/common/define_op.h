@@ -73,13 +73,13 @@ inline void impl_op(Library& m, const char* schema, BoxedKernel kernel) {
 
 // kOp: a namespace-scope `constexpr char[]` holding the op's public name, which
 // the CPU-only build's CUDA stand-in names in its error.
-#define FUSEDOPS_OP(kOp, schema, cpu, cuda)                                                        \
-  STABLE_TORCH_LIBRARY_FRAGMENT(fusedops, m) { ::fusedops::define_op(m, schema); }                 \
-  STABLE_TORCH_LIBRARY_IMPL(fusedops, CPU, m) {                                                    \
-    ::fusedops::impl_op(m, schema, TORCH_BOX((&::fusedops::NamedErrors<kOp, &cpu>::call)));        \
-  }                                                                                                \
-  STABLE_TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {                                                   \
-    ::fusedops::impl_op(m, schema, FUSEDOPS_CUDA_KERNEL(kOp, cuda));                               \
+#define FUSEDOPS_OP(kOp, schema, cpu, cuda)                                                 \
+  STABLE_TORCH_LIBRARY_FRAGMENT(fusedops, m) { ::fusedops::define_op(m, schema); }          \
+  STABLE_TORCH_LIBRARY_IMPL(fusedops, CPU, m) {                                             \
+    ::fusedops::impl_op(m, schema, TORCH_BOX((&::fusedops::NamedErrors<kOp, &cpu>::call))); \
+  }                                                                                         \
+  STABLE_TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {                                            \
+    ::fusedops::impl_op(m, schema, FUSEDOPS_CUDA_KERNEL(kOp, cuda));                        \
   }
 
 #ifdef FUSEDOPS_WITH_CUDA

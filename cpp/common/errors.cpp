@@ -11,13 +11,15 @@ const char* torch_shim_error() {
   using Getter = const char* (*)();
   static const Getter getter = [] {
     void* torch_cpu = dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD);
-    return torch_cpu ? reinterpret_cast<Getter>(dlsym(torch_cpu, "torch_exception_get_what_without_backtrace"))
-                     : nullptr;
+    return torch_cpu
+               ? reinterpret_cast<Getter>(dlsym(torch_cpu, "torch_exception_get_what_without_backtrace"))
+               : nullptr;
   }();
   return getter ? getter() : nullptr;
 }
 
-void throw_out_of_memory(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef sizes, int32_t dtype_code) {
+void throw_out_of_memory(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef sizes,
+                         int32_t dtype_code) {
   const auto dtype = static_cast<ScalarType>(dtype_code);
   int64_t bytes = static_cast<int64_t>(aoti_torch_dtype_element_size(dtype_code));
   for (const int64_t size : sizes) bytes *= size;
