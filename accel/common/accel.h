@@ -14,8 +14,10 @@
 #include <torch/library.h>
 #include <torch/version.h>
 
+#include <array>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -89,6 +91,16 @@ template <typename F>
 decltype(auto) backward_call(F&& f) {
   if (at::GradMode::is_enabled()) return with_torch_errors(std::forward<F>(f));
   return below_autograd(std::forward<F>(f));
+}
+
+// A backward op's (grad_0, grad_1, grad_2) as the node's outputs: undefined
+// where not asked for (the op returns an empty stand-in there).
+inline variable_list requested(std::tuple<Tensor, Tensor, Tensor>&& grads, const std::array<bool, 3>& mask) {
+  variable_list out(3);
+  if (mask[0]) out[0] = std::move(std::get<0>(grads));
+  if (mask[1]) out[1] = std::move(std::get<1>(grads));
+  if (mask[2]) out[2] = std::move(std::get<2>(grads));
+  return out;
 }
 
 // A SavedVariable of an output would be a SavedVariable(out, true), whose

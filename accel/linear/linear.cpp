@@ -37,9 +37,8 @@ struct LinearBackward final : torch::autograd::Node {
 
   variable_list apply(variable_list&& grads) override {
     static const auto backward = fusedops_op<BackwardSignature>("_linear_backward");
-    variable_list out(3);
     const Tensor& grad = grads[0];
-    if (!grad.defined()) return out;
+    if (!grad.defined()) return variable_list(3);
     const std::array<bool, 3> mask{task_should_compute_output(0), task_should_compute_output(1),
                                    has_bias && task_should_compute_output(2)};
     // An input no requested gradient reads goes in as grad itself (a stand-in
@@ -48,15 +47,11 @@ struct LinearBackward final : torch::autograd::Node {
       const Tensor t = unpack(v);
       return t.defined() ? t : grad;
     };
-    auto [gx, gw, gb] = backward_call([&] {
+    auto computed = backward_call([&] {
       return backward.call(grad, or_grad(x), or_grad(weight), or_grad(saved), activation, min, max, mask,
                            cublas_math);
     });
-    const Tensor* computed[] = {&gx, &gw, &gb};
-    for (size_t i = 0; i < 3; ++i) {
-      if (mask[i]) out[i] = *computed[i];
-    }
-    return out;
+    return requested(std::move(computed), mask);
   }
   void release_variables() override {
     x.reset_data();

@@ -21,19 +21,14 @@ struct SbcBackward final : torch::autograd::Node {
 
   variable_list apply(variable_list&& grads) override {
     static const auto backward = fusedops_op<SbcBackwardSignature>("_scale_bias_clamp_backward");
-    variable_list out(3);
-    if (!grads[0].defined()) return out;
+    if (!grads[0].defined()) return variable_list(3);
     const std::array<bool, 3> mask{task_should_compute_output(0), has_scale && task_should_compute_output(1),
                                    has_bias && task_should_compute_output(2)};
     const OptTensor s = has_scale ? OptTensor(unpack(scale)) : std::nullopt;
     const OptTensor b = has_bias ? OptTensor(unpack(bias)) : std::nullopt;
-    auto [gx, gs, gb] = backward_call(
+    auto computed = backward_call(
         [&] { return backward.call(grads[0], unpack(x), s, b, scale_value, bias_value, min, max, mask); });
-    const Tensor* computed[] = {&gx, &gs, &gb};
-    for (size_t i = 0; i < 3; ++i) {
-      if (mask[i]) out[i] = *computed[i];
-    }
-    return out;
+    return requested(std::move(computed), mask);
   }
   void release_variables() override {
     x.reset_data();
