@@ -6,7 +6,8 @@ behind the C++ autograd accelerators (src/fusedops/_accelerator.py).
 
 Tiny inputs (16x16 for linear, 1024 elements otherwise), so the device keeps
 up and the time is the host's: no grad, and forward+backward with every input
-requiring grad (the bench's host rows, for these cases alone). FUSEDOPS_CPP_AUTOGRAD=0 measures the Python autograd path.
+requiring grad (the bench's host rows, for these cases alone). FUSEDOPS_CPP_AUTOGRAD=0
+measures the Python autograd path; PYTHONPATH=<a pip --target folder> an older build.
 """
 
 from __future__ import annotations
@@ -14,12 +15,39 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import statistics
+import time
 
 import torch
 import torch.nn.functional as F
 
 import fusedops
-from fusedops.bench import host_us_per_call
+
+
+def per_call_us(fns: dict, device: torch.device, calls: int, rounds: int) -> dict[str, float]:
+    """Median microseconds a call per implementation, over `rounds` blocks of
+    `calls`, taking turns (rotated each round). Its own timer, not the bench's:
+    it also times older builds (A/B), whose fusedops.bench differs."""
+    for fn in fns.values():
+        for _ in range(50):
+            fn()
+    names = list(fns)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            begin = time.perf_counter()
+            for _ in range(calls):
+                fns[name]()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times[name].append((time.perf_counter() - begin) / calls * 1e6)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _train(fn, leaves) -> None:
+    torch.autograd.grad(fn(*leaves).sum(), leaves)
 
 
 def _train(fn, leaves) -> None:
@@ -61,7 +89,7 @@ def main() -> None:
         impls = {"fusedops": ours, "torch": theirs}
         for pass_, fns in (("no grad", {impl: functools.partial(f, *inputs) for impl, f in impls.items()}),
                            ("fwd+bwd", {impl: functools.partial(_train, f, leaves) for impl, f in impls.items()})):
-            us = host_us_per_call(fns, device, args.calls, args.rounds)
+            us = per_call_us(fns, device, args.calls, args.rounds)
             ratio = us["fusedops"] / us["torch"]
             rows.append({"case": name, "pass": pass_, "fusedops_us": us["fusedops"], "torch_us": us["torch"],
                          "fusedops_over_torch": ratio})
