@@ -219,3 +219,23 @@ def test_torch_mismatches(entries, variant, version, cuda, requires, want, label
 def test_check_torch_needs_variant():
     r = run("--list", "--check-torch")
     assert r.returncode == 2
+
+
+def test_every_tested_torch_minor_has_an_accelerator(data):
+    versions = wm.accelerator_torches(data)
+    assert versions == sorted(set(versions), key=wm.torch_key)
+    tested = {".".join(v.split(".")[:2]) for spec in data["variants"].values() for v in spec["test_torch"]}
+    assert tested <= {".".join(v.split(".")[:2]) for v in versions}
+    out = run("--accelerators")
+    assert out.stdout.split() == versions
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda d: d["accelerators"].pop("2.13"), r"tested under torch 2\.13\.0, but no accelerator"),
+    (lambda d: d["accelerators"].update({"2.13": "2.12.1"}), r"not a release of torch 2\.13"),
+])
+def test_accelerators_are_checked(data, change, match):
+    bad = copy.deepcopy(data)
+    change(bad)
+    with pytest.raises(wm.MatrixError, match=match):
+        wm.accelerator_torches(bad)
