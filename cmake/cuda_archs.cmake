@@ -1,6 +1,7 @@
 # One arch list, one source of gencode flags: FUSEDOPS_CUDA_ARCHS, else
 # TORCH_CUDA_ARCH_LIST, else the list of the wheel variant of this nvcc's CUDA
-# major in tools/wheel_matrix.json (variants.cu<major>.archs), the same list
+# major for the target platform in tools/wheel_matrix.json
+# (variants.cu<major>.platforms.<CMAKE_SYSTEM_PROCESSOR>.archs), the same list
 # the published wheels are built with: SASS for each arch and PTX of the newest
 # for forward compatibility. The list is turned into CMake's
 # CUDA_ARCHITECTURES ("9.0" -> 90-real, "12.0+PTX" -> 120, i.e. SASS plus
@@ -12,15 +13,15 @@ function(fusedops_default_cuda_archs out)
   endif()
   set(variant "cu${CMAKE_MATCH_1}")
   file(READ "${matrix_file}" matrix)
-  string(JSON archs ERROR_VARIABLE error GET "${matrix}" variants ${variant} archs)
+  string(JSON archs ERROR_VARIABLE error GET "${matrix}" variants ${variant} platforms ${CMAKE_SYSTEM_PROCESSOR} archs)
   if(error OR archs STREQUAL "" OR archs STREQUAL "NOTFOUND")
     string(JSON known ERROR_VARIABLE ignored GET "${matrix}" variants)
     message(FATAL_ERROR
       "fusedops: nvcc ${CMAKE_CUDA_COMPILER_VERSION} is CUDA ${CMAKE_MATCH_1}, and ${matrix_file} "
-      "has no arch list for a '${variant}' variant (${error}). Set FUSEDOPS_CUDA_ARCHS "
+      "has no arch list for a '${variant}' variant on ${CMAKE_SYSTEM_PROCESSOR} (${error}). Set FUSEDOPS_CUDA_ARCHS "
       "(e.g. -DFUSEDOPS_CUDA_ARCHS=9.0 or the environment variable), or add the variant there.")
   endif()
-  message(STATUS "fusedops: default CUDA archs of the ${variant} variant (tools/wheel_matrix.json)")
+  message(STATUS "fusedops: default CUDA archs of the ${variant} variant on ${CMAKE_SYSTEM_PROCESSOR} (tools/wheel_matrix.json)")
   set(${out} "${archs}" PARENT_SCOPE)
 endfunction()
 

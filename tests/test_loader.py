@@ -9,7 +9,7 @@ import pytest
 
 import fusedops
 from fusedops import _loader
-from fusedops._variant import variant_for
+from fusedops._variant import install_command, variant_for
 
 CU13 = {"version": "0.2.0+cu13", "variant": "cu13", "abi_target": "2.10", "cuda": "13.0",
         "index_url": "https://example.test/whl"}
@@ -23,8 +23,8 @@ CPU = {**CU13, "version": "0.2.0+cpu", "variant": "cpu", "cuda": None}
     (CPU, "2.10.0+cpu", None), (CPU, "2.14.1+cu130", "13.0"), (CPU, "2.15.0", "13.2"),
 ])
 def test_one_binary_serves_every_torch_from_its_abi_target(build, torch_version, cuda):
-    assert _loader.mismatch(build, torch_version, cuda) is None
-    assert all(rule.ok for rule in _loader.rules(build, torch_version, cuda))
+    assert _loader.mismatch(build, torch_version, cuda, "x86_64") is None
+    assert all(rule.ok for rule in _loader.rules(build, torch_version, cuda, "x86_64"))
 
 
 @pytest.mark.parametrize("build, torch_version, cuda, expected, fix", [
@@ -41,11 +41,37 @@ def test_one_binary_serves_every_torch_from_its_abi_target(build, torch_version,
      'pip install "fusedops==0.2.0+cpu" --index-url https://example.test/whl/cpu/simple'),
 ])
 def test_mismatch_names_both_sides_and_the_fix(build, torch_version, cuda, expected, fix):
-    message = _loader.mismatch(build, torch_version, cuda)
+    message = _loader.mismatch(build, torch_version, cuda, "x86_64")
     assert message.startswith(f"fusedops {build['version']} cannot run with torch {torch_version}: ")
     assert expected in message
-    assert "\n".join(_loader.rule_lines(_loader.rules(build, torch_version, cuda))) in message
+    assert "\n".join(_loader.rule_lines(_loader.rules(build, torch_version, cuda, "x86_64"))) in message
     assert message.rstrip().splitlines()[-1].strip().startswith(fix)
+
+
+def test_aarch64_under_a_cuda_12_torch_is_told_no_wheel_exists_and_what_to_do():
+    # GH200/GB200: aarch64 has cpu and cu13 wheels only; the cu13 wheel under a CUDA 12 torch.
+    message = _loader.mismatch(CU13, "2.10.0+cu128", "12.8", "aarch64")
+    assert "CUDA major: built with CUDA 13.0, torch has CUDA 12.8" in message
+    fix = message.split("Install what this environment needs:\n", 1)[1]
+    assert "no fusedops cu12 wheel exists for aarch64 (its wheels: cpu, cu13)" in fix
+    assert 'pip install --upgrade "torch>=2.11" && pip install "fusedops==0.2.0+cu13" ' in fix
+    assert 'pip install "fusedops==0.2.0+cpu" --index-url https://example.test/whl/cpu/simple' in fix
+    assert "+cu12" not in fix
+    # The cpu wheel runs there; its rule does not send the user to a cu12 wheel.
+    (cuda_rule,) = [r for r in _loader.rules(CPU, "2.10.0+cu128", "12.8", "aarch64") if r.name == "CUDA"]
+    assert cuda_rule.ok and "no cu12 wheel exists for aarch64" in cuda_rule.reason
+    (cuda_rule,) = [r for r in _loader.rules(CPU, "2.10.0+cu128", "12.8", "x86_64") if r.name == "CUDA"]
+    assert "CUDA tensors need the cu12 wheel" in cuda_rule.reason
+
+
+@pytest.mark.parametrize("machine, variant, expected", [
+    ("aarch64", "cu13", 'pip install "fusedops==0.2.0+cu13" --index-url https://example.test/whl/cu13/simple'),
+    ("aarch64", "cpu", 'pip install "fusedops==0.2.0+cpu" --index-url https://example.test/whl/cpu/simple'),
+    ("x86_64", "cu12", 'pip install "fusedops==0.2.0+cu12" --index-url https://example.test/whl/cu12/simple'),
+    ("riscv64", "cpu", "# no fusedops wheels exist for riscv64 (only for x86_64 and aarch64): build it from source"),
+])
+def test_install_command_names_only_wheels_that_exist(machine, variant, expected):
+    assert install_command("0.2.0", variant, "https://example.test/whl", machine).startswith(expected)
 
 
 def test_variant_for_each_torch():

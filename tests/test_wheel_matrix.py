@@ -35,8 +35,8 @@ def entries(data) -> list[dict]:
     return wm.expand(data)
 
 
-def by_variant(entries: list[dict]) -> dict[str, dict]:
-    return {e["variant"]: e for e in entries}
+def by_variant(entries: list[dict], platform: str = "x86_64") -> dict[str, dict]:
+    return {e["variant"]: e for e in entries if e["platform"] == platform}
 
 
 def test_three_variants_as_designed(entries):
@@ -58,6 +58,31 @@ def test_three_variants_as_designed(entries):
     for e in entries:
         assert e["python"] == "cp310" and e["python_min"] == "3.10" and e["manylinux"] == "manylinux_2_28"
         assert e["index_url"] == f"https://fusedops.github.io/whl/{e['variant']}/simple"
+        assert e["wheel_platform"] == f"manylinux_2_28_{e['platform']}"
+        assert e["cibw_build"] == f"cp310-manylinux_{e['platform']}"
+
+
+def test_aarch64_has_cpu_and_cu13_as_designed(entries):
+    # PyPI's aarch64 torch is CPU-only for 2.10 and CUDA 13 from 2.11: no cu12 there.
+    assert [(e["variant"], e["platform"]) for e in entries] == [
+        ("cpu", "x86_64"), ("cpu", "aarch64"), ("cu12", "x86_64"), ("cu13", "x86_64"), ("cu13", "aarch64")]
+    a, x = by_variant(entries, "aarch64"), by_variant(entries)
+    # Same toolkit, build torch and index as on x86_64; the archs cover GH200 (9.0)
+    # and GB200 (10.0) with PTX of the newest.
+    for key in ("cuda", "cuda_toolkit", "torch", "torch_index_url"):
+        assert a["cu13"][key] == x["cu13"][key]
+    archs = wm.check_archs(a["cu13"]["archs"])
+    assert {"9.0", "10.0"} <= {arch.removesuffix("+PTX") for arch in archs} and archs[-1].endswith("+PTX")
+    assert a["cpu"]["archs"] == "" and a["cpu"]["fusedops_cuda"] == "OFF"
+    assert a["cpu"]["test_torch"] == ["2.10.0", "2.15.0"] and a["cu13"]["test_torch"] == ["2.15.0"]
+
+
+def test_the_package_knows_the_matrix_wheels(entries):
+    # _variant.WHEELS (what `info` and the ImportError offer) is the matrix's pairs.
+    from fusedops._variant import WHEELS
+
+    matrix = {p: tuple(e["variant"] for e in entries if e["platform"] == p) for p in wm.PLATFORMS}
+    assert matrix == WHEELS
 
 
 def test_build_torch_is_the_abi_target(entries):
@@ -78,11 +103,14 @@ def test_toolkit_pin_is_one_install_cuda_toolkit_knows():
 
 
 def test_arch_lists_match_cmake_reader(data):
-    # cmake/cuda_archs.cmake reads variants.cu<major>.archs: the keys it uses exist.
+    # cmake/cuda_archs.cmake reads variants.cu<major>.platforms.<processor>.archs:
+    # the keys it uses exist.
     cmake = (ROOT / "cmake" / "cuda_archs.cmake").read_text()
-    assert "wheel_matrix.json" in cmake and "string(JSON" in cmake
+    assert "wheel_matrix.json" in cmake
+    assert "GET \"${matrix}\" variants ${variant} platforms ${CMAKE_SYSTEM_PROCESSOR} archs)" in cmake
     for name in ("cu12", "cu13"):
-        wm.check_archs(data["variants"][name]["archs"])
+        for per_platform in data["variants"][name]["platforms"].values():
+            wm.check_archs(per_platform["archs"])
 
 
 @pytest.mark.parametrize("bad", ["", "9.0", "9.0+PTX;8.0+PTX", "8.0;7.5+PTX", "sm_90+PTX", "8.0;8.0+PTX",
@@ -106,19 +134,32 @@ def test_check_archs_accepts():
         (("cu13", "torch_index_url"), "https://download.pytorch.org/whl/cu128", "not CUDA 13"),
         (("cu12", "torch_index_url"), "https://download.pytorch.org/whl/cu118", "not CUDA 12"),
         (("cpu", "torch_index_url"), "https://pypi.org/simple", "cpu"),
-        (("cpu", "archs"), "9.0+PTX", "null"),
-        (("cu13", "test_torch"), ["2.10.0"], "older than build_torch"),
-        (("cu13", "test_torch"), [], "empty"),
-        (("cu13", "test_torch"), ["2.14.1", "2.14.1"], "duplicate"),
+        (("cpu", "platforms", "aarch64", "archs"), "9.0+PTX", "null"),
+        (("cu13", "platforms", "x86_64", "test_torch"), ["2.10.0"], "older than build_torch"),
+        (("cu13", "platforms", "aarch64", "test_torch"), [], "cu13 on aarch64: test_torch is empty"),
+        (("cu13", "platforms", "x86_64", "test_torch"), ["2.14.1", "2.14.1"], "duplicate"),
         (("cu13", "build_torch"), "2.11", "X.Y.Z"),
-        (("cu13", "archs"), "9.0;8.0+PTX", "ascending"),
+        (("cu13", "platforms", "aarch64", "archs"), "9.0;8.0+PTX", "ascending"),
+        (("cu13", "platforms", "aarch64", "archs"), None, "bad arch list"),
+        (("cu13", "platforms"), {}, "platforms must be some of"),
+        (("cu12", "platforms", "ppc64le"), {"archs": "9.0+PTX", "test_torch": ["2.10.0"]}, "ppc64le"),
     ],
 )
 def test_expand_rejects_inconsistent_data(data, path, value, match):
     broken = copy.deepcopy(data)
-    broken["variants"][path[0]][path[1]] = value
+    target = broken["variants"]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
     with pytest.raises(wm.MatrixError, match=match):
         wm.expand(broken)
+
+
+def test_every_platform_test_torch_has_an_accelerator(data):
+    broken = copy.deepcopy(data)
+    broken["variants"]["cu13"]["platforms"]["aarch64"]["test_torch"].append("2.16.0")
+    with pytest.raises(wm.MatrixError, match="cu13 on aarch64: tested under torch 2.16.0"):
+        wm.accelerator_torches(broken)
 
 
 def test_expand_rejects_unknown_variant(data):
@@ -129,32 +170,41 @@ def test_expand_rejects_unknown_variant(data):
 
 
 def test_github_output_is_matrix_include(entries):
-    r = run("--github")
+    r = run("--github", "--platform", "all")
     assert r.returncode == 0, r.stderr
     assert "\n" not in r.stdout.strip()  # one line, for $GITHUB_OUTPUT
     out = json.loads(r.stdout)
     assert out == {"include": entries}
+    # Without --platform: this machine's platform only (an x86_64 runner's
+    # matrix is today's three jobs).
+    here = json.loads(run("--github").stdout)["include"]
+    assert here == [e for e in entries if e["platform"] == wm.this_platform()]
+    assert json.loads(run("--github", "--platform", "aarch64").stdout)["include"] == [
+        e for e in entries if e["platform"] == "aarch64"]
     cu = by_variant(out["include"])["cu13"]
     assert (cu["torch"], cu["cuda"], cu["cuda_major"], cu["fusedops_cuda"]) == ("2.11.0", "13.0", "13", "ON")
     assert cu["torch_index_url"] == "https://download.pytorch.org/whl/cu130"
     assert cu["find_links_page"] == "cu13.html"
 
 
-def test_github_tests_one_entry_per_variant_and_torch(entries):
-    r = run("--github-tests")
+def test_github_tests_one_entry_per_variant_platform_and_torch(entries):
+    r = run("--github-tests", "--platform", "all")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)["include"]
-    assert [(e["variant"], e["torch"]) for e in out] == [
-        ("cpu", "2.10.0"), ("cpu", "2.13.0"), ("cpu", "2.14.1"), ("cpu", "2.15.0"),
-        ("cu12", "2.10.0"), ("cu13", "2.14.1"), ("cu13", "2.15.0")]
-    assert all(e["torch_index_url"] == by_variant(entries)[e["variant"]]["torch_index_url"] for e in out)
+    assert [(e["variant"], e["platform"], e["torch"]) for e in out] == [
+        ("cpu", "x86_64", "2.10.0"), ("cpu", "x86_64", "2.13.0"), ("cpu", "x86_64", "2.14.1"),
+        ("cpu", "x86_64", "2.15.0"), ("cpu", "aarch64", "2.10.0"), ("cpu", "aarch64", "2.15.0"),
+        ("cu12", "x86_64", "2.10.0"), ("cu13", "x86_64", "2.14.1"), ("cu13", "x86_64", "2.15.0"),
+        ("cu13", "aarch64", "2.15.0")]
+    assert all(e["torch_index_url"] == by_variant(entries, e["platform"])[e["variant"]]["torch_index_url"]
+               for e in out)
 
 
 def test_variant_shell_lines_eval_to_env():
-    r = run("--variant", "cu13")
+    r = run("--variant", "cu13", "--platform", "x86_64")
     assert r.returncode == 0, r.stderr
     env = dict(kv for line in r.stdout.splitlines() for kv in [shlex.split(line)[0].split("=", 1)])
-    assert env["FUSEDOPS_VARIANT"] == "cu13"
+    assert env["FUSEDOPS_VARIANT"] == "cu13" and env["FUSEDOPS_PLATFORM"] == "x86_64"
     assert env["TORCH_VERSION"] == "2.11.0"
     assert env["CUDA_VERSION"] == "13.0"
     assert env["CUDA_TOOLKIT_VERSION"] == "13.0.3.0"
@@ -170,8 +220,18 @@ def test_variant_shell_lines_eval_to_env():
     assert sh.stdout.strip() == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX|2.14.1 2.15.0"
 
 
+def test_variant_of_another_platform():
+    r = run("--variant", "cpu", "--platform", "aarch64", "--format", "env")
+    assert r.returncode == 0, r.stderr
+    assert {"FUSEDOPS_PLATFORM=aarch64", "TEST_TORCH_VERSIONS=2.10.0 2.15.0"} <= set(r.stdout.splitlines())
+    # No cu12 wheel for aarch64: asking for one fails, naming what exists.
+    r = run("--variant", "cu12", "--platform", "aarch64")
+    assert r.returncode == 2 and "no variant 'cu12' on aarch64; aarch64 has: cpu cu13" in r.stderr
+    assert run("--variant", "cpu", "--platform", "all").returncode == 2
+
+
 def test_variant_env_format_is_raw():
-    r = run("--variant", "cpu", "--format", "env")
+    r = run("--variant", "cpu", "--platform", "x86_64", "--format", "env")
     assert r.returncode == 0, r.stderr
     expected = {"TORCH_VERSION=2.10.0", "TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu",
                 "CUDA_VERSION=cpu", "FUSEDOPS_CUDA=OFF", "FUSEDOPS_CUDA_ARCHS="}
@@ -179,7 +239,7 @@ def test_variant_env_format_is_raw():
 
 
 def test_unknown_variant_fails():
-    r = run("--variant", "cu11")
+    r = run("--variant", "cu11", "--platform", "x86_64")
     assert r.returncode == 2
     assert "cpu cu12 cu13" in r.stderr
 
@@ -189,8 +249,9 @@ def test_list_table(entries):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) == len(entries) + 1
-    assert lines[1].split()[:4] == ["cpu", "2.10.0", "-", "cpu"]
-    assert lines[3].split()[:4] == ["cu13", "2.11.0", "13.0.3.0", "cu130"]
+    assert lines[1].split()[:5] == ["cpu", "x86_64", "2.10.0", "-", "cpu"]
+    assert lines[2].split()[:5] == ["cpu", "aarch64", "2.10.0", "-", "cpu"]
+    assert lines[5].split()[:5] == ["cu13", "aarch64", "2.11.0", "13.0.3.0", "cu130"]
 
 
 @pytest.mark.parametrize(
@@ -210,7 +271,7 @@ def test_list_table(entries):
     ],
 )
 def test_torch_mismatches(entries, variant, version, cuda, requires, want, label, problems):
-    got = wm.torch_mismatches(by_variant(entries)[variant], version, cuda, requires, want, label)
+    got = wm.torch_mismatches(by_variant(entries)[variant], version, cuda, requires, want, label, "x86_64")
     assert len(got) == len(problems), got
     for text, problem in zip(got, problems, strict=True):
         assert problem in text
@@ -224,7 +285,8 @@ def test_check_torch_needs_variant():
 def test_every_tested_torch_minor_has_an_accelerator(data):
     versions = wm.accelerator_torches(data)
     assert versions == sorted(set(versions), key=wm.torch_key)
-    tested = {".".join(v.split(".")[:2]) for spec in data["variants"].values() for v in spec["test_torch"]}
+    tested = {".".join(v.split(".")[:2]) for spec in data["variants"].values()
+              for platform in spec["platforms"].values() for v in platform["test_torch"]}
     assert tested <= {".".join(v.split(".")[:2]) for v in versions}
     out = run("--accelerators")
     assert out.stdout.split() == versions
@@ -239,3 +301,10 @@ def test_accelerators_are_checked(data, change, match):
     change(bad)
     with pytest.raises(wm.MatrixError, match=match):
         wm.accelerator_torches(bad)
+
+
+def test_torch_mismatches_names_another_machine(entries):
+    entry = by_variant(entries, "aarch64")["cu13"]
+    assert wm.torch_mismatches(entry, "2.15.0", "13.2", [], machine="aarch64") == []
+    got = wm.torch_mismatches(entry, "2.15.0", "13.2", [], machine="x86_64")
+    assert got == ["this machine is x86_64, the wheel is for aarch64"]

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Expand tools/wheel_matrix.json: one wheel per variant (cpu, cu12, cu13).
+"""Expand tools/wheel_matrix.json: one wheel per (variant, platform): cpu, cu12 and
+cu13 for Linux x86_64, cpu and cu13 for Linux aarch64.
 
-    wheel_matrix.py --github                 {"include": [...]}: one build job per variant
-    wheel_matrix.py --github-tests           {"include": [...]}: one entry per (variant, test torch)
-    wheel_matrix.py --list                   human-readable table
-    wheel_matrix.py --variant cu13           shell lines (eval-able) for one variant
+    wheel_matrix.py --github                 {"include": [...]}: one build job per (variant, platform)
+    wheel_matrix.py --github-tests           {"include": [...]}: one entry per (variant, platform, test torch)
+    wheel_matrix.py --list                   human-readable table, every platform
+    wheel_matrix.py --variant cu13           shell lines (eval-able) for one (variant, platform)
     wheel_matrix.py --variant cu13 --format env      raw KEY=value (for $GITHUB_ENV)
+    --platform x86_64|aarch64|all            with --github, --github-tests, --variant: which
+                                             platform (default: this machine's; `all` is not
+                                             for --variant)
     wheel_matrix.py --accelerators           the torch release each C++ autograd accelerator
                                              (one per torch minor, in every wheel) is built from
     wheel_matrix.py --variant cu13 --check-torch [--torch-version V] [--torch-index-url URL]
@@ -29,6 +33,7 @@ from urllib.parse import urlsplit
 
 DEFAULT_MATRIX = Path(__file__).with_name("wheel_matrix.json")
 VARIANTS = ("cpu", "cu12", "cu13")  # the order every output uses
+PLATFORMS = ("x86_64", "aarch64")  # Linux `uname -m`; also the order of the outputs
 
 _TORCH_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 _CUDA_RE = re.compile(r"^(\d+)\.(\d+)$")
@@ -74,11 +79,18 @@ def load(path: Path = DEFAULT_MATRIX) -> dict:
         return json.load(f)
 
 
-def _check_toolchain(name: str, spec: dict, major: str, label: str) -> None:
-    """A variant's CUDA fields: null for cpu; for cuNN a CUDA NN.N, an exact
-    toolkit release of it, valid archs, and a torch index whose CUDA runtime
-    satisfies the loader's rule (same major, minor >= the build's)."""
-    cuda, toolkit, archs = spec.get("cuda"), spec.get("toolkit"), spec.get("archs")
+def this_platform() -> str:
+    import platform
+
+    machine = platform.machine()
+    return {"arm64": "aarch64", "AMD64": "x86_64"}.get(machine, machine)
+
+
+def _check_toolchain(name: str, where: str, spec: dict, archs: str | None, major: str, label: str) -> None:
+    """A (variant, platform)'s CUDA fields: null for cpu; for cuNN a CUDA NN.N,
+    an exact toolkit release of it, valid archs, and a torch index whose CUDA
+    runtime satisfies the loader's rule (same major, minor >= the build's)."""
+    cuda, toolkit = spec.get("cuda"), spec.get("toolkit")
     if name == "cpu":
         if cuda or toolkit or archs:
             raise MatrixError("cpu: cuda, toolkit and archs must be null")
@@ -87,12 +99,12 @@ def _check_toolchain(name: str, spec: dict, major: str, label: str) -> None:
         return
     c = _CUDA_RE.match(cuda or "")
     if not c or c[1] != major:
-        raise MatrixError(f"{name}: cuda must be {major}.N, got {cuda!r}")
+        raise MatrixError(f"{where}: cuda must be {major}.N, got {cuda!r}")
     if not (toolkit or "").startswith(cuda + "."):
-        raise MatrixError(f"{name}: toolkit pin must be an exact {cuda}.N release, got {toolkit!r}")
+        raise MatrixError(f"{where}: toolkit pin must be an exact {cuda}.N release, got {toolkit!r}")
     check_archs(archs or "")
     if not label.startswith(f"cu{major}") or int(label[2 + len(major):]) < int(c[2]):
-        raise MatrixError(f"{name}: torch index {label} is not CUDA {major}.x >= {cuda}")
+        raise MatrixError(f"{where}: torch index {label} is not CUDA {major}.x >= {cuda}")
 
 
 def _check_torches(name: str, build_torch: str, tests: list[str]) -> None:
@@ -108,7 +120,8 @@ def _check_torches(name: str, build_torch: str, tests: list[str]) -> None:
 
 
 def expand(data: dict) -> list[dict]:
-    """One dict per variant, in VARIANTS order; every inconsistency is a MatrixError."""
+    """One dict per (variant, platform), in VARIANTS then PLATFORMS order; every
+    inconsistency is a MatrixError."""
     variants = data["variants"]
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
@@ -120,31 +133,45 @@ def expand(data: dict) -> list[dict]:
         m = _VARIANT_RE.match(name)
         assert m
         label = index_label(spec["torch_index_url"])
-        _check_toolchain(name, spec, m[2], label)
-        build_torch, tests = spec["build_torch"], spec.get("test_torch") or []
-        _check_torches(name, build_torch, tests)
-        entries.append(
-            {
-                "variant": name,
-                "torch": build_torch,
-                "cuda": spec.get("cuda") or "cpu",
-                "cuda_major": m[2] or "",
-                "cuda_toolkit": spec.get("toolkit") or "",
-                "fusedops_cuda": "OFF" if name == "cpu" else "ON",
-                "archs": spec.get("archs") or "",
-                "torch_index_url": spec["torch_index_url"],
-                "torch_label": label,
-                "test_torch": sorted(tests, key=torch_key),
-                "python": data["python_build"],
-                "python_min": data["python_min"],
-                "manylinux": data["manylinux"],
-                "find_links_page": f"{name}.html",
-                "index_url": f"{base}/{name}/simple",
-            }
-        )
+        platforms = spec.get("platforms") or {}
+        unknown = sorted(set(platforms) - set(PLATFORMS))
+        if unknown or not platforms:
+            raise MatrixError(f"{name}: platforms must be some of {', '.join(PLATFORMS)}, got {sorted(platforms)}")
+        for platform in (p for p in PLATFORMS if p in platforms):
+            entries.append(_entry(data, name, m[2], label, platform, platforms[platform], base))
     if not entries:
         raise MatrixError("no variants")
     return entries
+
+
+def _entry(data: dict, name: str, major: str, label: str, platform: str, per_platform: dict, base: str) -> dict:
+    """The build and test facts of one (variant, platform), checked."""
+    spec = data["variants"][name]
+    where = f"{name} on {platform}"
+    archs = per_platform.get("archs")
+    _check_toolchain(name, where, spec, archs, major, label)
+    build_torch, tests = spec["build_torch"], per_platform.get("test_torch") or []
+    _check_torches(where, build_torch, tests)
+    return {
+        "variant": name,
+        "platform": platform,
+        "torch": build_torch,
+        "cuda": spec.get("cuda") or "cpu",
+        "cuda_major": major or "",
+        "cuda_toolkit": spec.get("toolkit") or "",
+        "fusedops_cuda": "OFF" if name == "cpu" else "ON",
+        "archs": archs or "",
+        "torch_index_url": spec["torch_index_url"],
+        "torch_label": label,
+        "test_torch": sorted(tests, key=torch_key),
+        "python": data["python_build"],
+        "python_min": data["python_min"],
+        "manylinux": data["manylinux"],
+        "wheel_platform": f"{data['manylinux']}_{platform}",
+        "cibw_build": f"{data['python_build']}-manylinux_{platform}",
+        "find_links_page": f"{name}.html",
+        "index_url": f"{base}/{name}/simple",
+    }
 
 
 def accelerator_torches(data: dict) -> list[str]:
@@ -156,17 +183,20 @@ def accelerator_torches(data: dict) -> list[str]:
         if not _TORCH_RE.match(version) or ".".join(version.split(".")[:2]) != minor:
             raise MatrixError(f"accelerators: {minor!r} -> {version!r}: not a release of torch {minor}")
     for name, spec in data["variants"].items():
-        for version in spec["test_torch"]:
-            if ".".join(version.split(".")[:2]) not in found:
-                raise MatrixError(f"{name}: tested under torch {version}, but no accelerator is built for its minor")
+        for platform, per_platform in spec["platforms"].items():
+            for version in per_platform["test_torch"]:
+                if ".".join(version.split(".")[:2]) not in found:
+                    raise MatrixError(f"{name} on {platform}: tested under torch {version}, "
+                                      "but no accelerator is built for its minor")
     return sorted(found.values(), key=torch_key)
 
 
 def test_entries(entries: list[dict]) -> list[dict]:
-    """One entry per (variant, torch it is tested under)."""
+    """One entry per (variant, platform, torch it is tested under)."""
     return [
         {
             "variant": e["variant"],
+            "platform": e["platform"],
             "torch": t,
             "cuda": e["cuda"],
             "torch_index_url": e["torch_index_url"],
@@ -180,6 +210,7 @@ def test_entries(entries: list[dict]) -> list[dict]:
 def env_lines(entry: dict, quote: bool = True) -> list[str]:
     pairs = {
         "FUSEDOPS_VARIANT": entry["variant"],
+        "FUSEDOPS_PLATFORM": entry["platform"],
         "TORCH_VERSION": entry["torch"],
         "TORCH_INDEX_URL": entry["torch_index_url"],
         "CUDA_VERSION": entry["cuda"],
@@ -193,8 +224,8 @@ def env_lines(entry: dict, quote: bool = True) -> list[str]:
 
 
 def table(entries: list[dict]) -> str:
-    cols = ["variant", "torch", "cuda_toolkit", "torch_label", "archs", "test_torch"]
-    rows = [["variant", "build torch", "toolkit", "torch index", "archs", "tested under"]]
+    cols = ["variant", "platform", "torch", "cuda_toolkit", "torch_label", "archs", "test_torch"]
+    rows = [["variant", "platform", "build torch", "toolkit", "torch index", "archs", "tested under"]]
     for e in entries:
         rows.append([" ".join(e[c]) if isinstance(e[c], list) else (e[c] or "-") for c in cols])
     widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
@@ -210,9 +241,12 @@ def torch_mismatches(
     requires: list[str],
     want_version: str | None = None,
     want_label: str | None = None,
+    machine: str | None = None,
 ) -> list[str]:
     """Why this torch is not one `entry`'s wheel is built against or serves ([] if it is)."""
     errors = []
+    if machine is not None and machine != entry["platform"]:
+        errors.append(f"this machine is {machine}, the wheel is for {entry['platform']}")
     base, _, label = torch_version.partition("+")
     if want_version and base != want_version:
         errors.append(f"torch is {torch_version}, the variant needs {want_version}")
@@ -246,7 +280,8 @@ def check_installed_torch(entry: dict, want_version: str | None, index_url: str 
     requires = importlib.metadata.requires("torch") or []
     want_label = index_label(index_url) if index_url else None
     print(f"torch {torch.__version__} CUDA {torch.version.cuda} at {torch.__file__}")
-    errors = torch_mismatches(entry, torch.__version__, torch.version.cuda, requires, want_version, want_label)
+    errors = torch_mismatches(entry, torch.__version__, torch.version.cuda, requires, want_version, want_label,
+                              this_platform())
     for e in errors:
         print(f"wheel_matrix: {entry['variant']}: {e}", file=sys.stderr)
     return 1 if errors else 0
@@ -261,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--list", action="store_true", help="human-readable table")
     mode.add_argument("--accelerators", action="store_true", help="torch releases the accelerators are built from")
     mode.add_argument("--variant", metavar="NAME", help="one variant: cpu, cu12, cu13")
+    p.add_argument("--platform", choices=[*PLATFORMS, "all"],
+                   help="with --github, --github-tests, --variant: the platform (default: this machine's)")
     p.add_argument(
         "--format",
         choices=["shell", "env"],
@@ -273,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if (args.check_torch or args.torch_version or args.torch_index_url) and not args.variant:
         p.error("--check-torch needs --variant")
+    platform = args.platform or this_platform()
+    if args.variant and platform == "all":
+        p.error("--variant takes one platform")
 
     try:
         data = load(args.matrix)
@@ -282,19 +322,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wheel_matrix: {args.matrix}: {e!r}", file=sys.stderr)
         return 2
 
+    on_platform = [e for e in entries if platform in ("all", e["platform"])]
     if args.github:
-        print(json.dumps({"include": entries}, separators=(",", ":")))
+        print(json.dumps({"include": on_platform}, separators=(",", ":")))
     elif args.github_tests:
-        print(json.dumps({"include": test_entries(entries)}, separators=(",", ":")))
+        print(json.dumps({"include": test_entries(on_platform)}, separators=(",", ":")))
     elif args.list:
         print(table(entries))
     elif args.accelerators:
         print(" ".join(accelerators))
     else:
-        found = [e for e in entries if e["variant"] == args.variant]
+        found = [e for e in on_platform if e["variant"] == args.variant]
         if not found:
-            known = " ".join(e["variant"] for e in entries)
-            print(f"wheel_matrix: unknown variant {args.variant!r}; known: {known}", file=sys.stderr)
+            known = " ".join(e["variant"] for e in on_platform)
+            print(f"wheel_matrix: no variant {args.variant!r} on {platform}; {platform} has: {known}", file=sys.stderr)
             return 2
         if args.check_torch:
             return check_installed_torch(found[0], args.torch_version, args.torch_index_url)

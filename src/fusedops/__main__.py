@@ -14,7 +14,7 @@ import torch
 import fusedops
 import fusedops.ops
 from fusedops import _loader
-from fusedops._variant import install_command, variant_for
+from fusedops._variant import WHEELS, install_command, this_platform, variant_for, wheel_exists
 
 
 def arch_support(archs: str, capability: tuple[int, int]) -> str | None:
@@ -36,7 +36,7 @@ def arch_support(archs: str, capability: tuple[int, int]) -> str | None:
 
 def info() -> int:
     build = fusedops.build_info()
-    needed = variant_for(torch.version.cuda)
+    needed, machine = variant_for(torch.version.cuda), this_platform()
     print(f"fusedops {build['version']}")
     print("built for")
     print(f"  variant        {build['variant']} (one wheel per CUDA major serves every torch >= "
@@ -50,6 +50,7 @@ def info() -> int:
     print(f"  C++ autograd   for torch {' '.join(build['accelerators']) or '- (none carried)'}")
     print(f"  index          {build['index_url']}")
     print("this environment")
+    print(f"  platform       Linux {machine} (fusedops wheels here: {', '.join(WHEELS.get(machine, ())) or 'none'})")
     print(f"  Python         {platform.python_version()} ({sys.executable})")
     print(f"  torch          {torch.__version__}")
     print(f"  CUDA (torch)   {torch.version.cuda or 'none'}")
@@ -67,11 +68,12 @@ def info() -> int:
         print("  GPU            none visible")
     print("can it run here")
     print("\n".join(_loader.rule_lines(_loader.rules(build, torch.__version__, torch.version.cuda))))
-    print(f"needed variant   {needed}")
-    print(f"install command  {install_command(build['version'].split('+')[0], needed, build['index_url'])}")
+    exists = wheel_exists(needed, machine)
+    print(f"needed variant   {needed}" + ("" if exists else f" (no such wheel exists for {machine})"))
+    print(f"install command  {install_command(build['version'].split('+')[0], needed, build['index_url'], machine)}")
     if needed != build["variant"]:
-        print(f"\nNOTE: this {build['variant']} wheel runs here, but CUDA tensors need the {needed} wheel "
-              "(the install command above)")
+        what = f"the {needed} wheel (the install command above)" if exists else "what the install command above says"
+        print(f"\nNOTE: this {build['variant']} wheel runs here, but CUDA tensors need {what}")
     print("\nstatus           " + ("OK" if gpus_ok else "NOT USABLE"))
     return 0 if gpus_ok else 1
 

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ._accelerator import Autograd, activate
-from ._variant import install_command, major_minor, variant_for
+from ._variant import install_command, major_minor, this_platform, variant_for, wheel_exists
 
 
 def built_for() -> dict[str, Any]:
@@ -30,8 +30,10 @@ class Rule(NamedTuple):
     reason: str  # why it holds, or what is wrong (naming both sides)
 
 
-def rules(build: dict[str, Any], torch_version: str, torch_cuda: str | None) -> list[Rule]:
-    """Each condition under which this binary runs with this torch, with its verdict."""
+def rules(build: dict[str, Any], torch_version: str, torch_cuda: str | None,
+          machine: str | None = None) -> list[Rule]:
+    """Each condition under which this binary runs with this torch on `machine`
+    (default: this one), with its verdict."""
     target = build["abi_target"]
     found = []
     newer = major_minor(torch_version) >= major_minor(target)
@@ -40,8 +42,7 @@ def rules(build: dict[str, Any], torch_version: str, torch_cuda: str | None) -> 
                       + ("provides" if newer else "predates")))
     variant = build["variant"]
     if variant == "cpu":
-        found.append(Rule("CUDA", True, "a CPU wheel runs under any torch"
-                          + (f" (CUDA tensors need the {variant_for(torch_cuda)} wheel)" if torch_cuda else "")))
+        found.append(Rule("CUDA", True, "a CPU wheel runs under any torch" + _cuda_tensors(torch_cuda, machine)))
         return found
     built = build["cuda"]
     if not torch_cuda:
@@ -59,15 +60,27 @@ def rules(build: dict[str, Any], torch_version: str, torch_cuda: str | None) -> 
     return found
 
 
+def _cuda_tensors(torch_cuda: str | None, machine: str | None) -> str:
+    """What a CPU wheel's user needs for CUDA tensors under this torch."""
+    if not torch_cuda:
+        return ""
+    needed, machine = variant_for(torch_cuda), machine or this_platform()
+    if wheel_exists(needed, machine):
+        return f" (CUDA tensors need the {needed} wheel)"
+    return f" (CUDA tensors: no {needed} wheel exists for {machine}; see the install command)"
+
+
 def rule_lines(found: list[Rule]) -> list[str]:
     """The rules as `info` prints them, one a line: name, ok or NO, and the reason."""
     return [f"  {rule.name:14} {'ok' if rule.ok else 'NO'}: {rule.reason}" for rule in found]
 
 
-def mismatch(build: dict[str, Any], torch_version: str, torch_cuda: str | None) -> str | None:
-    """Why this binary cannot run with this torch (the failed rules, then every
-    rule as `info` prints it) and how to fix it; None if it can."""
-    found = rules(build, torch_version, torch_cuda)
+def mismatch(build: dict[str, Any], torch_version: str, torch_cuda: str | None,
+             machine: str | None = None) -> str | None:
+    """Why this binary cannot run with this torch on `machine` (default: this
+    one; the failed rules, then every rule as `info` prints it) and how to fix
+    it; None if it can."""
+    found = rules(build, torch_version, torch_cuda, machine)
     failed = [rule for rule in found if not rule.ok]
     if not failed:
         return None
@@ -76,7 +89,7 @@ def mismatch(build: dict[str, Any], torch_version: str, torch_cuda: str | None) 
     if any(rule.name == "torch version" for rule in failed):
         fix = f'pip install "torch>={build["abi_target"]}"   # fusedops {base_version} needs it'
     else:
-        fix = install_command(base_version, variant_for(torch_cuda), build["index_url"])
+        fix = install_command(base_version, variant_for(torch_cuda), build["index_url"], machine)
     return "\n".join([f"fusedops {build['version']} cannot run with torch {torch_version}: {why}.",
                       "compatibility rules:", *rule_lines(found),
                       f"Install what this environment needs:\n    {fix}"])
