@@ -6,6 +6,8 @@
 # cu12 and cu13 wheels: the accelerators hold no CUDA code).
 #
 #   tools/build_accelerators.sh OUT_DIR [TORCH_VERSION ...]     # default: the matrix's
+#   PLATFORM=aarch64 tools/build_accelerators.sh OUT_DIR ...    # cross-built for Linux aarch64
+#       from the aarch64 torch wheels, with tools/aarch64/toolchain.cmake
 #
 # Needs cmake >= 3.30, ninja, a C++20 g++ and PyPI (pip download of the torch
 # wheels, kept in WORK_DIR, default a temporary folder).
@@ -20,11 +22,17 @@ if [ $# -gt 0 ]; then versions=("$@"); else read -ra versions <<< "$(python3 too
 work=${WORK_DIR:-$(mktemp -d)}
 python=${PYTHON:-python3}
 py_tag=$("$python" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')
-platform=manylinux_2_28_$(uname -m)
+target=${PLATFORM:-$(uname -m)}
+platform=manylinux_2_28_$target
+cross=()
+if [ "$target" != "$(uname -m)" ]; then
+  [ "$target" = aarch64 ] || { echo "build_accelerators: PLATFORM=$target: only aarch64 is cross-built" >&2; exit 1; }
+  cross=(-DCMAKE_TOOLCHAIN_FILE="$PWD/tools/aarch64/toolchain.cmake")
+fi
 
 for version in "${versions[@]}"; do
   start=$SECONDS
-  files="$work/torch-$version"
+  files="$work/torch-$version-$target"
   if [ ! -f "$files/lib/libtorch_cpu.so" ]; then
     # --no-deps: only torch's own wheel (its headers and two libraries are used);
     # PIP_CONSTRAINT=/dev/null: any cap on torch this machine sets does not apply.
@@ -36,10 +44,10 @@ for version in "${versions[@]}"; do
     "$python" tools/torch_files.py "$wheel" "$files"
     rm -rf "$work/wheels-$version"
   fi
-  cmake -S accel -B "$work/build-$version" -G Ninja -DFUSEDOPS_TORCH_VERSION="$version" \
-    -DFUSEDOPS_TORCH_ROOT="$files" >/dev/null
-  cmake --build "$work/build-$version"
-  library=$(find "$work/build-$version" -maxdepth 1 -name 'torch_*_*.so')
+  cmake -S accel -B "$work/build-$version-$target" -G Ninja -DFUSEDOPS_TORCH_VERSION="$version" \
+    -DFUSEDOPS_TORCH_ROOT="$files" "${cross[@]}" >/dev/null
+  cmake --build "$work/build-$version-$target"
+  library=$(find "$work/build-$version-$target" -maxdepth 1 -name 'torch_*_*.so')
   # What it may link: torch's CPU libraries and the C/C++ runtime, never CUDA.
   needed=$(readelf -d "$library" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
   for lib in $needed; do

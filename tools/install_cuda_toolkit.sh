@@ -22,7 +22,13 @@
 #      /opt/python/cp312-cp312/bin/python); CUDAHOSTCXX = host compiler for
 #      the post-install nvcc smoke test (default: nvcc's, i.e. gcc; for 12.4
 #      the newest g++ <= 13 found); FUSEDOPS_DEBIAN_MIRROR = Debian mirror for
-#      12.4 (default: the one in the system's apt sources).
+#      12.4 (default: the one in the system's apt sources); CUDA_TARGET=aarch64
+#      (CUDA >= 13): a toolkit that cross-compiles for Linux aarch64 (GH200,
+#      GB200; tools/aarch64/): nvcc stays x86-64, lib/ holds the aarch64 CUDA
+#      runtime and cuBLAS of the same releases (NVIDIA's manylinux aarch64
+#      wheels) instead of the x86-64 ones, targets/{sbsa,aarch64}-linux point
+#      at include/ and lib/ (where nvcc looks with an aarch64 host compiler),
+#      and env.sh sets CUDAHOSTCXX=aarch64-linux-gnu-g++ unless already set.
 #
 # Result:
 #   PREFIX/                    venv that owns the wheels (pip uninstall works)
@@ -132,6 +138,12 @@ elif [[ $source_kind == rpm ]]; then
 else
     # Recorded in the stamp: a change of any pin triggers a re-install.
     requirement="debian-$debian_suite:${debian_cuda12_debs[*]%% *} + ${cccl12_requirement%% *}"
+fi
+
+target=${CUDA_TARGET:-}
+if [[ -n $target ]]; then
+    [[ $target == aarch64 && $source_kind == wheels ]] ||
+        die "CUDA_TARGET=$target: only aarch64, with CUDA >= 13 (NVIDIA's pip wheels)"
 fi
 
 # Spaces or quotes in the path would have to survive nvcc, CMake and env.sh.
@@ -417,7 +429,9 @@ install_debian_cuda12() {
 # The stamp makes re-runs skip pip entirely (no index traffic) when nothing changed.
 stamp=$prefix/.cuda-toolkit-requirement
 fresh_install=0
-if [[ -f $stamp && $(<"$stamp") == "$requirement" ]] && find_root >/dev/null; then
+# The target is in it too: a prefix of one target is never taken for the other's.
+stamp_value="$requirement${target:+ target=$target}"
+if [[ -f $stamp && $(<"$stamp") == "$stamp_value" ]] && find_root >/dev/null; then
     log "already installed: $requirement"
 else
     rm -f "$stamp"
@@ -437,7 +451,7 @@ else
         install_debian_cuda12
         log "install took $((SECONDS - start)) s"
     fi
-    printf '%s\n' "$requirement" >"$stamp"
+    printf '%s\n' "$stamp_value" >"$stamp"
     fresh_install=1
 fi
 
@@ -471,6 +485,41 @@ if [[ $source_kind == wheels ]]; then
     # (CIBW_ENVIRONMENT); a 12.4 install left a real directory there.
     [[ -L $prefix/cuda || ! -e $prefix/cuda ]] || rm -rf "${prefix:?}/cuda"
     ln -sfn "${root#"$prefix"/}" "$prefix/cuda"
+fi
+
+# --- aarch64 target libraries (CUDA_TARGET=aarch64) -------------------------------------
+# The runtime and cuBLAS wheels' aarch64 builds, pinned to the versions just
+# installed, replace the x86-64 libraries in lib/ (nvcc's own tools load none
+# of them). A manylinux_2_28 system takes wheels tagged down to 2.17.
+place_aarch64_libraries() {
+    local dl=$prefix/.aarch64-wheels whl pins=() tags=(--platform manylinux2014_aarch64) glibc
+    mapfile -t pins < <("$venv_python" -m pip list --disable-pip-version-check --format=freeze 2>/dev/null |
+        grep -E '^nvidia-(cuda-runtime|cublas)==')
+    ((${#pins[@]} == 2)) || die "CUDA_TARGET=aarch64: no nvidia-cuda-runtime and nvidia-cublas pins in $prefix"
+    for glibc in $(seq 17 28); do tags+=(--platform "manylinux_2_${glibc}_aarch64"); done
+    rm -rf "$dl"
+    cleanup+=("$dl")
+    log "downloading the aarch64 builds of ${pins[*]}"
+    "$venv_python" -m pip download --disable-pip-version-check --quiet --no-deps --only-binary=:all: \
+        "${tags[@]}" -d "$dl" "${pins[@]}" >&2 || die "pip download of the aarch64 ${pins[*]} failed"
+    for whl in "$dl"/*.whl; do "$venv_python" -m zipfile -e "$whl" "$dl/x"; done
+    cp -f "$dl/x/nvidia/cu$cuda_major/lib"/lib* "$root/lib/"
+    rm -rf "$dl"
+    for dir in sbsa-linux aarch64-linux; do
+        mkdir -p "$root/targets/$dir"
+        ln -sfn ../../include "$root/targets/$dir/include"
+        ln -sfn ../../lib "$root/targets/$dir/lib"
+    done
+}
+elf_machine() { od -An -tu2 -j18 -N2 "$1" 2>/dev/null | tr -d ' '; } # 183: AArch64
+if [[ $target == aarch64 ]]; then
+    [[ $(elf_machine "$root/lib/libcudart.so.$cuda_major") == 183 ]] || place_aarch64_libraries
+    for lib in libcudart libcublas libcublasLt; do
+        [[ $(elf_machine "$root/lib/$lib.so.$cuda_major") == 183 ]] ||
+            die "$root/lib/$lib.so.$cuda_major is not an aarch64 library"
+    done
+elif [[ $source_kind == wheels && $(elf_machine "$root/lib/libcudart.so.$cuda_major") == 183 ]]; then
+    die "$prefix was set up for CUDA_TARGET=aarch64 (its lib/ is aarch64): rm -rf $prefix and re-run"
 fi
 
 # --- sanity checks --------------------------------------------------------------------
@@ -510,6 +559,9 @@ if [[ $source_kind != wheels ]]; then
     done
     [[ -n $default_host_cxx ]] ||
         log "warning: no g++ <= $cuda12_max_gcc found; CUDA 12.4's nvcc needs one (set CUDAHOSTCXX or use nvcc -ccbin)"
+fi
+if [[ $target == aarch64 ]]; then
+    default_host_cxx=aarch64-linux-gnu-g++
 fi
 host_cxx=${CUDAHOSTCXX:-$default_host_cxx}
 
@@ -559,7 +611,7 @@ esac
 EOF
 if [[ -n $default_host_cxx ]]; then
     cat >>"$env_file.tmp" <<EOF
-# CUDA 12.4 accepts gcc <= $cuda12_max_gcc: a compiler that fits, unless the caller chose one.
+# The host compiler this nvcc is to use (CUDA 12.4: a gcc <= $cuda12_max_gcc; an aarch64 target: the cross g++), unless the caller chose one.
 if [ -z "\${CUDAHOSTCXX:-}" ]; then
     CUDAHOSTCXX='$default_host_cxx'
     export CUDAHOSTCXX
