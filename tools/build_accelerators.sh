@@ -44,8 +44,10 @@ for version in "${versions[@]}"; do
     "$python" tools/torch_files.py "$wheel" "$files"
     rm -rf "$work/wheels-$version"
   fi
+  # No RPATH: like fusedops._C, it finds torch's libraries among those `import
+  # torch` loaded; a build-tree RPATH would point into WORK_DIR (repair_wheel.sh refuses it).
   cmake -S accel -B "$work/build-$version-$target" -G Ninja -DFUSEDOPS_TORCH_VERSION="$version" \
-    -DFUSEDOPS_TORCH_ROOT="$files" "${cross[@]}" >/dev/null
+    -DFUSEDOPS_TORCH_ROOT="$files" -DCMAKE_SKIP_BUILD_RPATH=ON "${cross[@]}" >/dev/null
   cmake --build "$work/build-$version-$target"
   library=$(find "$work/build-$version-$target" -maxdepth 1 -name 'torch_*_*.so')
   # What it may link: torch's CPU libraries and the C/C++ runtime, never CUDA.
