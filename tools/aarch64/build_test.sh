@@ -23,8 +23,8 @@ step() { printf '\n--- aarch64: %s  [%s, %ds]\n' "$*" "$(date +%T)" "$SECONDS"; 
 matrix_env() { # VARIANT NAME: a value of the aarch64 (variant, platform)
   python3 tools/wheel_matrix.py --variant "$1" --platform aarch64 --format env | sed -n "s/^$2=//p"
 }
-guest() { # aarch64 Python under qemu; torch.compile's C++ step needs the cross g++
-  QEMU_LD_PREFIX=$root QEMU_CPU=neoverse-n1 CXX=aarch64-linux-gnu-g++ "$root/usr/bin/python3.11" "$@"
+guest() { # aarch64 Python under qemu; torch.compile's C++ step needs the cross g++ (tools/aarch64/cxx.sh)
+  QEMU_LD_PREFIX=$root QEMU_CPU=neoverse-n1 CXX=$PWD/tools/aarch64/cxx.sh "$root/usr/bin/python3.11" "$@"
 }
 pip_aarch64() { PIP_CONSTRAINT=/dev/null python3 tools/aarch64/pip_aarch64.py "$@" 2>&1 | { grep -v -e 'is ignored: it is neither' -e "as the 'root' user" || true; }; }
 
