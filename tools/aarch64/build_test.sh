@@ -10,6 +10,8 @@
 #
 # Env: AARCH64_CUDA_ARCHS: the cu13 wheel's archs here (default 9.0;10.0+PTX:
 #      GH200 and GB200; the matrix's full list takes ~3x as long to compile).
+#      AARCH64_ACCELERATORS: the torch releases whose accelerators these wheels
+#      carry (default: those the tests below run under; "all": the matrix's).
 # Needs root (apt-get, binfmt_misc), PyPI and Debian's mirrors. Used by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -54,7 +56,7 @@ for torch in $(matrix_env cpu TEST_TORCH_VERSIONS) $(matrix_env cu13 TEST_TORCH_
   [ -f "$work/torch-$torch/.done" ] && continue
   start=$SECONDS
   rm -rf "$work/torch-$torch"
-  pip_aarch64 "$work/torch-$torch" "torch==$torch" pytest numpy expecttest hypothesis
+  pip_aarch64 "$work/torch-$torch" "torch==$torch" pytest pytest-xdist numpy expecttest hypothesis
   touch "$work/torch-$torch/.done"
   echo "torch $torch for aarch64: $(du -sm "$work/torch-$torch" | cut -f1) MiB in $((SECONDS - start)) s"
 done
@@ -63,8 +65,17 @@ done
 [ -f "$work/pip/pip-25.3-py3-none-any.whl" ] ||
   python3 -m pip download -q --no-deps -d "$work/pip" pip==25.3 2>&1 | { grep -v 'is ignored' || true; }
 
-step "C++ autograd accelerators, cross-built from each minor's aarch64 torch wheel"
-PATH=$work/native-bin:$PATH PLATFORM=aarch64 WORK_DIR=$work/accel-work tools/build_accelerators.sh "$work/accel"
+# The release builds every minor's natively (cibuildwheel); here, by default,
+# those of the torches the tests run under: each other minor is one more aarch64
+# torch download (~300 MB) for an accelerator the tests would not load, from the
+# source x86-64's are built and tested from under every minor.
+accelerators=${AARCH64_ACCELERATORS:-$(matrix_env cpu TEST_TORCH_VERSIONS) $(matrix_env cu13 TEST_TORCH_VERSIONS)}
+[ "$accelerators" = all ] && accelerators=$(python3 tools/wheel_matrix.py --accelerators)
+read -ra accelerators <<< "$(tr ' ' '\n' <<< "$accelerators" | sort -uV | tr '\n' ' ')"
+step "C++ autograd accelerators for torch ${accelerators[*]}, cross-built from each one's aarch64 torch wheel"
+rm -rf "$work/accel"
+PATH=$work/native-bin:$PATH PLATFORM=aarch64 WORK_DIR=$work/accel-work tools/build_accelerators.sh "$work/accel" \
+  "${accelerators[@]}"
 
 build_wheel() { # VARIANT TORCH: cross-build under qemu, repair into $out
   local variant=$1 torch=$2 start=$SECONDS cuda=OFF wheel_archs=
@@ -138,7 +149,8 @@ run_tests() { # VARIANT TORCH PYTEST_ARGS...: the wheel in its own folder, the t
     failures+=("aarch64 $variant under torch $torch: python -m fusedops info")
     return
   fi
-  (cd "$work" && PYTHONPATH=$site:$work/torch-$torch guest -m pytest -q -p no:cacheprovider "$@") ||
+  # Two workers: qemu-user runs each guest process on one host core.
+  (cd "$work" && PYTHONPATH=$site:$work/torch-$torch guest -m pytest -q -n 2 -p no:cacheprovider "$@") ||
     failures+=("aarch64 $variant under torch $torch: pytest $*")
   echo "aarch64 $variant under torch $torch: $((SECONDS - start)) s"
 }
