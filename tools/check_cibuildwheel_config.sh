@@ -16,17 +16,18 @@ with open("tools/cibuildwheel.toml", "rb") as f:
     jsonschema.validate(tomllib.load(f)["tool"]["cibuildwheel"], schema)
 print("tools/cibuildwheel.toml matches cibuildwheel's schema")
 PY
-want=cp310-manylinux_x86_64
-got=$(cibuildwheel --print-build-identifiers --platform linux --config-file tools/cibuildwheel.toml)
-[ "$got" = "$want" ] || { echo "cibuildwheel selects '$got', not $want" >&2; exit 1; }
-variants=$(python tools/wheel_matrix.py --github |
-  python -c 'import json, sys; print(*(e["variant"] for e in json.load(sys.stdin)["include"]))')
-for variant in $variants; do
-  env_lines=$(python tools/wheel_matrix.py --variant "$variant" --format env)
+# One build per (variant, platform) entry of the matrix, as a runner of that
+# platform sees it (--archs: what "native" is there).
+entries=$(python tools/wheel_matrix.py --github --platform all |
+  python -c 'import json, sys; print(*(":".join((e["variant"], e["platform"], e["cibw_build"])) for e in json.load(sys.stdin)["include"]))')
+for entry in $entries; do
+  IFS=: read -r variant platform want <<< "$entry"
+  env_lines=$(python tools/wheel_matrix.py --variant "$variant" --platform "$platform" --format env)
   mapfile -t vars <<< "$env_lines"
-  got=$(env "${vars[@]}" cibuildwheel --print-build-identifiers --platform linux --config-file tools/cibuildwheel.toml)
-  [ "$got" = "$want" ] || { echo "$variant: cibuildwheel selects '$got', not $want" >&2; exit 1; }
-  echo "cibuildwheel $variant: $got"
+  got=$(env "${vars[@]}" cibuildwheel --print-build-identifiers --platform linux --archs "$platform" \
+    --config-file tools/cibuildwheel.toml)
+  [ "$got" = "$want" ] || { echo "$variant on $platform: cibuildwheel selects '$got', not $want" >&2; exit 1; }
+  echo "cibuildwheel $variant on $platform: $got"
 done
 # The environment as cibuildwheel evaluates it before before-all (no toolkit yet)
 # and before the build (host-cxx written): tools/check_cibuildwheel_env.py. The

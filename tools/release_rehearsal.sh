@@ -3,10 +3,10 @@
 # order, on wheels that are built already, so that what breaks on a tag breaks
 # here first (loopback only):
 #
-#   tools/release_rehearsal.sh WHEEL_DIR
+#   tools/release_rehearsal.sh WHEEL_DIR [WHEEL_DIR ...]
 #
 #  1. build: the repaired wheels' checks again (repair_wheel.sh --check), one per
-#     variant, and their sha256 recorded as the build job records them;
+#     (variant, platform), and their sha256 recorded as the build job records them;
 #  2. test: the hash-pinned test tools install (--require-hashes --no-deps), and
 #     the copies tested are the recorded ones;
 #  3. attest: the hash-pinned pypi-attestations installs and passes
@@ -17,7 +17,8 @@
 #     index on 127.0.0.1: the first deploy, a re-run of the tag with the
 #     released assets renamed the way GitHub renames them, and a tampered wheel
 #     (must fail);
-#  5. private index: pypiserver with a password, one index per variant;
+#  5. private index: pypiserver with a password, one index per variant (both
+#     platforms' wheels of a variant in it);
 #     private_index.py, hash-pinned twine uploads each wheel to its variant,
 #     private_index.py again finds them all identical.
 #
@@ -34,11 +35,16 @@ die() {
     log "FAILED: $*"
     exit 1
 }
-[[ $# -eq 1 && -d $1 ]] || {
+usage() {
     awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2
     exit 2
 }
-WHEELS=$(cd "$1" && pwd)
+(($# > 0)) || usage
+WHEEL_DIRS=()
+for dir in "$@"; do
+    [[ -d $dir ]] || usage
+    WHEEL_DIRS+=("$(cd "$dir" && pwd)")
+done
 cd "$ROOT"
 if [[ -n ${REHEARSAL_WORK:-} ]]; then
     W=$REHEARSAL_WORK
@@ -79,17 +85,20 @@ venv() { # DIR REQUIREMENTS: a venv with a hash-pinned requirements file install
 
 log "1. build: checks of the repaired wheels, sha256 recorded"
 shopt -s nullglob
-wheels=("$WHEELS"/fusedops-*.whl)
-((${#wheels[@]} > 0)) || die "no fusedops wheels in $WHEELS"
+wheels=()
+for dir in "${WHEEL_DIRS[@]}"; do wheels+=("$dir"/fusedops-*.whl); done
+((${#wheels[@]} > 0)) || die "no fusedops wheels in ${WHEEL_DIRS[*]}"
 mkdir -p "$W/dist/new" "$W/sha256"
 variants=()
 for wheel in "${wheels[@]}"; do
     variant=$(sed -E 's/^fusedops-[^+-]+\+([a-z0-9]+)-.*/\1/' <<<"${wheel##*/}")
-    [[ ! -e $W/sha256/$variant.sha256 ]] || die "two $variant wheels in $WHEELS"
-    variants+=("$variant")
+    platform=$(sed -E 's/.*_(x86_64|aarch64)\.whl$/\1/' <<<"${wheel##*/}")
+    # wheels.yml's build job: one sha256 record per (variant, platform).
+    [[ ! -e $W/sha256/$variant-$platform.sha256 ]] || die "two $variant wheels for $platform in ${WHEEL_DIRS[*]}"
+    [[ " ${variants[*]} " == *" $variant "* ]] || variants+=("$variant")
     tools/repair_wheel.sh --check "$wheel"
     cp "$wheel" "$W/dist/new/"
-    (cd "$W/dist/new" && sha256sum -- "${wheel##*/}") >"$W/sha256/$variant.sha256"
+    (cd "$W/dist/new" && sha256sum -- "${wheel##*/}") >"$W/sha256/$variant-$platform.sha256"
 done
 cat "$W/sha256"/*.sha256 >&2
 
