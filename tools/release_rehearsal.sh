@@ -60,23 +60,8 @@ cleanup() {
     [[ -n ${REHEARSAL_WORK:-} ]] || rm -rf "$W"
 }
 trap cleanup EXIT
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-wait_http() { # URL: any HTTP answer within 30 s
-    python3 - "$1" <<'EOF'
-import sys, time, urllib.error, urllib.request
-for _ in range(60):
-    try:
-        urllib.request.urlopen(sys.argv[1], timeout=2).close()
-        sys.exit(0)
-    except urllib.error.HTTPError:
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.5)
-sys.exit(f"no answer from {sys.argv[1]}")
-EOF
-}
+# shellcheck source=tools/loopback.sh
+source "$ROOT/tools/loopback.sh"
 venv() { # DIR REQUIREMENTS: a venv with a hash-pinned requirements file installed
     python3 -m venv "$1"
     "$1/bin/python" -m pip install -q --disable-pip-version-check --require-hashes --no-deps -r "$2" 2>&1 |
@@ -150,7 +135,8 @@ python3 "$ROOT/tools/index_no_loss.py" "$LIVE" "$W/dist/old" "$W/dist/new" "$W/s
 grep -c 'data-provenance=' "$W"/site2/*/simple/fusedops/index.html >&2
 # A new build of a released name with other bytes must be refused.
 cp -r "$W/dist/new" "$W/tampered"
-printf '\0' >>"$(ls "$W"/tampered/fusedops-*+cpu-*.whl)"
+tampered=("$W"/tampered/fusedops-*+cpu-*.whl) # one of them (a cpu wheel per platform)
+printf '\0' >>"${tampered[0]}"
 rm "$W"/tampered/*.publish.attestation
 if python3 "$ROOT/tools/index_no_loss.py" "$LIVE" "$W/dist/old" "$W/tampered" "$W/site2" \
     --allow-http-loopback 2>"$W/tampered.err"; then

@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 
 [ $# -eq 2 ] || { sed -n '2,14s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 mkdir -p "$1" "$2"
-work=$(cd "$1" && pwd) out=$(cd "$2" && pwd)
+work=$(cd "$1" && pwd) out=$(cd "$2" && pwd) repo=$PWD
 root=$work/arm64-root
 archs=${AARCH64_CUDA_ARCHS:-9.0;10.0+PTX}
 step() { printf '\n--- aarch64: %s  [%s, %ds]\n' "$*" "$(date +%T)" "$SECONDS"; }
@@ -26,7 +26,7 @@ matrix_env() { # VARIANT NAME: a value of the aarch64 (variant, platform)
   python3 tools/wheel_matrix.py --variant "$1" --platform aarch64 --format env | sed -n "s/^$2=//p"
 }
 guest() { # aarch64 Python under qemu; torch.compile's C++ step needs the cross g++ (tools/aarch64/cxx.sh)
-  QEMU_LD_PREFIX=$root QEMU_CPU=neoverse-n1 CXX=$PWD/tools/aarch64/cxx.sh "$root/usr/bin/python3.11" "$@"
+  QEMU_LD_PREFIX=$root QEMU_CPU=neoverse-n1 CXX=$repo/tools/aarch64/cxx.sh "$root/usr/bin/python3.11" "$@"
 }
 pip_aarch64() { PIP_CONSTRAINT=/dev/null python3 tools/aarch64/pip_aarch64.py "$@" 2>&1 | { grep -v -e 'is ignored: it is neither' -e "as the 'root' user" || true; }; }
 
@@ -85,7 +85,7 @@ build_wheel() { # VARIANT TORCH: cross-build under qemu, repair into $out
     # shellcheck source=/dev/null
     if [ "$variant" != cpu ]; then source "$work/cuda-aarch64/env.sh"; fi
     PATH=$work/native-bin:$PATH PYTHONPATH=$work/torch-$torch:$work/build-tools \
-      CMAKE_TOOLCHAIN_FILE=$PWD/tools/aarch64/toolchain.cmake FUSEDOPS_CUDA=$cuda \
+      CMAKE_TOOLCHAIN_FILE=$repo/tools/aarch64/toolchain.cmake FUSEDOPS_CUDA=$cuda \
       FUSEDOPS_CUDA_ARCHS=$wheel_archs FUSEDOPS_ACCELERATORS=$work/accel \
       guest "$work/pip/pip-25.3-py3-none-any.whl/pip" wheel -q --no-deps --no-build-isolation \
       -w "$work/raw-$variant" --config-settings=build-dir="$work/build-$variant" . 2>&1 |
@@ -154,7 +154,7 @@ run_tests() { # VARIANT TORCH PYTEST_ARGS...: the wheel in its own folder, the t
     failures+=("aarch64 $variant under torch $torch: pytest $*")
   echo "aarch64 $variant under torch $torch: $((SECONDS - start)) s"
 }
-tests=$PWD/tests
+tests=$repo/tests
 newest=$(matrix_env cpu TEST_TORCH_VERSIONS | tr ' ' '\n' | tail -1)
 for torch in $(matrix_env cpu TEST_TORCH_VERSIONS); do
   if [ "$torch" = "$newest" ]; then

@@ -39,17 +39,14 @@ hashed = bcrypt.hashpw(sys.stdin.readline().rstrip("\n").encode(), bcrypt.gensal
 open(sys.argv[1], "w").write(f"ci:{hashed.decode()}\n")' "$w/htpasswd" <<<"$password"
   printf 'machine 127.0.0.1\nlogin ci\npassword %s\n' "$password" >"$w/netrc"
 )
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# shellcheck source=tools/loopback.sh
+source tools/loopback.sh
+port=$(free_port)
 "$w/tools/bin/pypi-server" run -i 127.0.0.1 -p "$port" -P "$w/htpasswd" -a download,list,update \
   --disable-fallback "$w/packages" >"$w/server.log" 2>&1 &
 server=$!
 index=http://127.0.0.1:$port/simple/
-for _ in $(seq 60); do
-  python3 -c 'import sys, urllib.request, urllib.error
-try: urllib.request.urlopen(sys.argv[1], timeout=2)
-except urllib.error.HTTPError: pass' "$index" 2>/dev/null && break
-  sleep 0.5
-done
+wait_http "$index"
 
 fetch() { # DEST host|qemu [OPTION...]: pip download of this release from the index into DEST, credentials from the netrc
   local dest=$1 pip=(python3 -m pip)
