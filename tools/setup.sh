@@ -21,6 +21,12 @@ echo "setup: installing ${TORCH_SPEC:-torch} and the build tools into $venv"
 "$venv/bin/python" -m pip install -q "${TORCH_SPEC:-torch}" scikit-build-core "cmake>=3.30" ninja \
   pytest numpy expecttest hypothesis
 
+# linear's sm_90a GEMM needs CUTLASS's headers (third_party/, pinned and
+# hash-checked); without them a CUDA build is cuBLASLt-only and says so.
+if [ "${FUSEDOPS_CUDA:-AUTO}" != OFF ] && [ -z "${FUSEDOPS_CUTLASS_DIR:-}" ] && [ ! -d third_party/cutlass/include/cute ]; then
+  "$venv/bin/python" tools/get_cutlass.py || echo "setup: no CUTLASS headers: linear on sm_90 stays on cuBLASLt + a pass"
+fi
+
 echo "setup: building fusedops (FUSEDOPS_CUDA=${FUSEDOPS_CUDA:-AUTO})"
 build_dir=${BUILD_DIR:-build/$("$venv/bin/python" -c 'import torch; print(torch.__version__)')}
 fresh=$(mktemp -d)

@@ -1,13 +1,21 @@
 // fusedops.linear on CUDA: GEMMs through cuBLASLt (lt_gemm_cuda.cpp) with
 // bias / activation / bias-gradient epilogues, the rest in one elementwise
-// pass (cuda/linear/); torch's addmm / mm (C shims) where cuBLASLt has no
-// algorithm (float64, odd layouts, empty sizes).
+// pass (cuda/linear/); on sm_90 with FUSEDOPS_LINEAR_SM90=1, the erf GELU in
+// our own GEMM's epilogue (cuda/linear/sm90/, where the build had CUTLASS);
+// torch's addmm / mm (C shims) where cuBLASLt has no algorithm (float64, odd
+// layouts, empty sizes).
 #include <torch/csrc/inductor/aoti_torch/generated/c_shim_cuda.h>
+
+#include <cstdlib>
+#include <cstring>
 
 #include "cpp/common/cuda.h"
 #include "cpp/linear/linear.h"
 #include "cpp/linear/lt_gemm.h"
 #include "cuda/linear/linear.h"
+#ifdef FUSEDOPS_WITH_CUTLASS
+#include "cuda/linear/sm90/gemm.h"
+#endif
 
 namespace fusedops {
 namespace {
@@ -61,6 +69,63 @@ Tensor dense_bias(const Tensor& bias) {
   return copy;
 }
 
+#ifdef FUSEDOPS_WITH_CUTLASS
+// FUSEDOPS_LINEAR_SM90=1 (read once) turns our sm_90a GEMM on; off by
+// default until it is faster than cuBLASLt + the pass in a measured run and
+// covers the clamps (benchmarks/results/NOTES.md, 2026-12-01).
+bool sm90_opted_in() {
+  static const bool on = [] {
+    const char* v = std::getenv("FUSEDOPS_LINEAR_SM90");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+// Compute capability 9.0 exactly: the kernels are sm_90a code (wgmma), which
+// runs on no other arch.
+bool is_sm90(int device) {
+  int major = 0, minor = 0;
+  cuda::check_cuda("linear", cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  cuda::check_cuda("linear", cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major == 9 && minor == 0;
+}
+
+// The whole forward of an unclamped erf GELU (which cuBLASLt's epilogues
+// lack) in our sm_90a GEMM, when opted in and the call is one the kernel takes
+// (cuda/linear/sm90/gemm.h: dtype, M > 64, K <= 4096, 16-byte alignment);
+// false otherwise (nothing was written).
+bool forward_sm90(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, const LinearEpilogue& e,
+                  const ForwardBuffers& buf) {
+  if (e.act != Activation::Gelu || e.clamps() || !sm90_opted_in()) return false;
+  const int device = x2d.get_device_index();
+  if (x2d.stride(1) != 1 || weight.stride(1) != 1 || x2d.stride(0) < x2d.size(1) ||
+      weight.stride(0) < weight.size(1) || !is_sm90(device)) {
+    return false;
+  }
+  Tensor b;
+  if (has_bias(bias)) b = dense_bias(*bias);
+  const cuda::sm90::LinearGemm g{.dtype = to_dtype(x2d.scalar_type()),
+                                 .x = x2d.const_data_ptr(),
+                                 .ldx = x2d.stride(0),
+                                 .w = weight.const_data_ptr(),
+                                 .ldw = weight.stride(0),
+                                 .bias = has_bias(bias) ? b.const_data_ptr() : nullptr,
+                                 .out = buf.out.mutable_data_ptr(),
+                                 .aux = buf.want_aux ? buf.z.mutable_data_ptr() : nullptr,
+                                 .m = x2d.size(0),
+                                 .n = weight.size(0),
+                                 .k = x2d.size(1),
+                                 .sm_count = cuda::device_info("linear", device).sm_count};
+  if (!cuda::sm90::supported(g)) return false;
+  const size_t bytes = cuda::sm90::workspace_size(g);
+  Tensor workspace;
+  if (bytes > 0) workspace = empty(x2d, {static_cast<int64_t>(bytes)}, ScalarType::Byte);
+  cuda::check_cuda("linear", cuda::sm90::launch(g, bytes > 0 ? workspace.mutable_data_ptr() : nullptr,
+                                                cuda::current_stream(x2d)));
+  return true;
+}
+#endif
+
 // The GEMM and what cuBLASLt can do of the epilogue, then the rest in one
 // pass; false when cuBLASLt has no algorithm (nothing was written).
 bool forward_lt(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, const LinearEpilogue& e,
@@ -105,7 +170,12 @@ Tensor linear_cuda_impl(const Tensor& x, const Tensor& weight, const OptTensor& 
   buf.z = buf.want_aux ? empty(x, {M, N}) : buf.out;
   if (buf.out.numel() > 0) {
     const Tensor x2d = as_matrix(x);
-    if (!forward_lt(x2d, weight, bias, e, buf, cublas_math_of(cublas_math))) {
+#ifdef FUSEDOPS_WITH_CUTLASS
+    const bool done = forward_sm90(x2d, weight, bias, e, buf);
+#else
+    const bool done = false;
+#endif
+    if (!done && !forward_lt(x2d, weight, bias, e, buf, cublas_math_of(cublas_math))) {
       // torch's GEMM (any layout, float64, empty K), then the whole epilogue.
       mm_fallback(buf.z, x2d, transpose2d(weight), bias);
       if (!e.identity()) run_epilogue(buf.z, buf.out, e);
