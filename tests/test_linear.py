@@ -4,6 +4,12 @@ and backward ops, autocast, the TF32 flag, the nn module. The generic checks
 (test_every_op.py, test_cuda_robustness.py) run on its samples in samples.py:
 every activation and bounds, ranks 1 to 4, empty sizes, layouts."""
 
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -178,3 +184,159 @@ def test_backward_op_checks_its_arguments(device):
     for args, message in cases:
         with pytest.raises(RuntimeError, match="^fusedops.linear: " + message):
             backward(*args)
+
+
+# ---- the CUDA kernel choice: our sm_90a GEMM against cuBLASLt + a pass ----------------------
+# On sm_90, with a build that had CUTLASS and FUSEDOPS_LINEAR_SM90=1 (read once per process),
+# the unclamped erf GELU forward runs in our own GEMM when the call suits it (float16 /
+# bfloat16, M > 64, K <= 4096, 16-byte aligned pointers and rows); everything else takes
+# cuBLASLt + the elementwise pass. These tests check whichever path is active against float64;
+# test_sm90_gemm_opt_in runs them again in a process with the variable set.
+
+SM90_OPTED_IN = os.environ.get("FUSEDOPS_LINEAR_SM90") == "1"
+
+
+def sm90_gemm_built():
+    return (CUDA and "our sm_90a GEMM" in fusedops.build_info()["cuda_kernels"]
+            and torch.cuda.get_device_capability() == (9, 0))
+
+
+def sm90_gemm_active():
+    return SM90_OPTED_IN and sm90_gemm_built()
+
+
+def strided_rows(rows, cols, pad, dtype, offset=0):
+    """[rows, cols] whose rows are `cols + pad` apart, starting `offset` elements in."""
+    base = torch.randn(rows * (cols + pad) + offset, dtype=dtype, device="cuda")
+    return base[offset:].view(rows, cols + pad)[:, :cols] if pad or offset else base.view(rows, cols)
+
+
+# (M, K, N, x's row padding, x's offset, weight's layout, bias): which path an erf GELU takes
+# on sm_90 when our GEMM is on ("ours").
+GEMM_CASES = {
+    "M=1": (1, 64, 128, 0, 0, "rows", True),               # cuBLASLt (M <= 64)
+    "M=64": (64, 64, 136, 0, 0, "rows", True),             # cuBLASLt
+    "M=65": (65, 64, 136, 0, 0, "rows", True),             # ours from here
+    "odd M": (333, 200, 264, 0, 0, "rows", False),         # ours, partial tiles in M
+    "ragged N tile": (257, 72, 200, 0, 0, "rows", True),   # ours, N not a tile multiple
+    "K unaligned": (129, 61, 128, 0, 0, "rows", True),     # cuBLASLt (K % 8)
+    "N unaligned": (129, 64, 131, 0, 0, "rows", True),     # cuBLASLt (N % 8)
+    "row stride": (130, 96, 64, 8, 0, "rows", True),       # ours (aligned padded rows)
+    "odd row stride": (130, 96, 64, 3, 0, "rows", True),   # cuBLASLt
+    "offset": (130, 96, 64, 0, 1, "rows", True),           # cuBLASLt (misaligned pointer)
+    "weight transposed": (130, 96, 64, 0, 0, "transposed", True),  # cuBLASLt
+    "long K": (200, 4096, 256, 0, 0, "rows", True),        # ours, many k-blocks
+    "K > 4096": (96, 4104, 64, 0, 0, "rows", True),         # cuBLASLt (its mainloop wins there)
+}
+EPILOGUES = {"gelu": ("gelu", None, None), "gelu clamp": ("gelu", -0.1, 0.6), "tanh max": ("gelu_tanh", None, 0.3),
+             "clamp": (None, -0.5, 0.5), "relu max": ("relu", None, 0.8), "reversed": (None, 0.5, -0.5)}
+
+
+def gemm_inputs(case, dtype, requires_grad=False):
+    m, k, n, pad, offset, w_layout, bias = GEMM_CASES[case]
+    x = strided_rows(m, k, pad, dtype, offset)
+    w = torch.randn(n, k, dtype=dtype, device="cuda") / k**0.5
+    if w_layout == "transposed":
+        w = w.t().contiguous().t()
+    inputs = (x, w, torch.randn(n, dtype=dtype, device="cuda")) if bias else (x, w)
+    return tuple(t.requires_grad_(requires_grad) for t in inputs)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("case", GEMM_CASES)
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_gemm_paths_against_float64(case, epilogue, dtype):
+    """Forward without grad (no aux), and forward + backward (the GEMM also writes z)."""
+    activation, lo, hi = EPILOGUES[epilogue]
+    inputs = gemm_inputs(case, dtype, requires_grad=True)
+    sample = linear(case, tuple(inputs[0].shape), inputs[1].shape[0], len(inputs) == 3, activation, lo, hi)
+    with torch.no_grad():
+        expected = sample.ref(*(t.double() for t in inputs))
+        torch.testing.assert_close(sample.call(*inputs).double(), expected, **GEMM_TOLERANCE[dtype])
+    grad = sample.grad_out(inputs)
+    assert_matches_reference(sample, forward_backward(sample, inputs, grad), inputs, grad)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_gemm_nan_inf_inputs_and_bounds(dtype):
+    """NaN and inf in x and the weight, and every kind of bound, at a size our GEMM takes."""
+    x, w = gemm_inputs("odd M", dtype)
+    b = torch.randn(w.shape[0], dtype=dtype, device="cuda")
+    x[3, 5], w[9, 0] = float("nan"), float("nan")
+    x_inf, w_inf = x.clone(), w.clone()
+    x_inf[10, :], w_inf[7, 2] = float("inf"), float("-inf")
+    bounds = [*LINEAR_BOUNDS, (float("nan"), None), (None, float("nan")), (-float("inf"), float("inf"))]
+    for activation in ACTIVATIONS:
+        # gelu of -inf is NaN by its formula (inf * 0): infinities only without it.
+        xs, ws = (x, w) if activation in ("gelu", "gelu_tanh") else (x_inf, w_inf)
+        for lo, hi in bounds:
+            sample = linear("special values", tuple(xs.shape), ws.shape[0], True, activation, lo, hi)
+            out = sample.call(xs, ws, b)
+            if lo != lo or hi != hi:  # the contract: a NaN bound makes every output NaN
+                assert out.isnan().all(), (activation, lo, hi)
+                continue
+            expected = sample.ref(*(t.double().cpu() for t in (xs, ws, b)))
+            # NaN where float64 gives NaN, the same infinities, finite results within tolerance.
+            torch.testing.assert_close(out.double().cpu(), expected, equal_nan=True, **GEMM_TOLERANCE[dtype])
+
+
+def cuda_kernels_of(fn):
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+def test_which_kernels_run():
+    """One fused kernel for the erf GELU (no elementwise pass) where our GEMM is active,
+    else the GEMM and the pass; relu, clamps and small M stay on cuBLASLt either way."""
+    x, w, b = gemm_inputs("M=65", torch.bfloat16)
+    with torch.no_grad():
+        gelu = cuda_kernels_of(lambda: fusedops.linear(x, w, b, activation="gelu"))
+        plain = cuda_kernels_of(lambda: fusedops.linear(x, w, b, activation="relu", max=1.0))
+        small = cuda_kernels_of(lambda: fusedops.linear(x[:64], w, b, activation="gelu"))
+    def ours(names):  # our kernel's name has its epilogue functor in it
+        return [name for name in names if "Gelu" in name and "cutlass" in name]
+
+    passes = [name for name in gelu if "epilogue_kernel" in name]
+    assert (len(ours(gelu)) == 1 and not passes) if sm90_gemm_active() else (not ours(gelu) and passes), gelu
+    assert not ours(plain + small), (plain, small)
+    assert any("epilogue_kernel" in name for name in small), small
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("grad", [False, True], ids=["nograd", "grad"])
+def test_gemm_in_cuda_graph_and_compile(grad):
+    x, w, b = gemm_inputs("ragged N tile", torch.bfloat16, requires_grad=grad)
+    call = functools.partial(fusedops.linear, activation="gelu")
+    eager = call(x, w, b)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call(x, w, b)  # warm up (plans, workspace) outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            captured = call(x, w, b)
+    torch.cuda.current_stream().wait_stream(stream)
+    with torch.no_grad():
+        x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.testing.assert_close(captured, call(x, w, b), rtol=0, atol=0)
+    assert not torch.equal(captured, eager)
+    compiled = torch.compile(lambda *t: call(*t) * 2, fullgraph=True)
+    torch.testing.assert_close(compiled(x, w, b), call(x, w, b) * 2, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not sm90_gemm_built() or SM90_OPTED_IN, reason="needs our sm_90a GEMM and an sm_90 device")
+def test_sm90_gemm_opt_in():
+    """FUSEDOPS_LINEAR_SM90=1 puts the erf GELU on our GEMM: the kernel-choice tests above, in a
+    process started with it."""
+    tests = Path(__file__).resolve().parent
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests / "test_linear.py"),
+               "-k", "gemm_paths or nan_inf_inputs or which_kernels or graph_and_compile"]
+    result = subprocess.run(command, env={**os.environ, "FUSEDOPS_LINEAR_SM90": "1"}, capture_output=True,
+                            text=True, timeout=1200)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
