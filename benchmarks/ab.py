@@ -8,6 +8,10 @@ fusedops operator namespace), so each round runs `python -m fusedops bench`
 once per build, the order rotated every round, and the report compares, case
 by case, the median over rounds of fusedops' time (and its speedup over eager
 PyTorch, measured in the same process). Writes DIR/ab.json and prints a table.
+
+--env-b NAME=VALUE (repeatable) sets a variable for B's processes only: with the
+same folder as both builds, `--env-b FUSEDOPS_LINEAR_SM90=1` compares linear's
+cuBLASLt path (A) with its sm_90 GEMM (B) in one run.
 """
 
 from __future__ import annotations
@@ -31,8 +35,8 @@ def case(row: dict) -> str:
     return json.dumps(fields, sort_keys=True)
 
 
-def run_bench(site: str, out: Path, bench_args: list[str]) -> dict:
-    env = dict(os.environ, PYTHONPATH=site + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def run_bench(site: str, out: Path, bench_args: list[str], extra_env: dict[str, str]) -> dict:
+    env = dict(os.environ, **extra_env, PYTHONPATH=site + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = out.resolve()
     subprocess.run([sys.executable, "-m", "fusedops", "bench", "--json", str(out), *bench_args],
                    env=env, check=True, cwd=out.parent)
@@ -51,15 +55,19 @@ def main() -> int:
     parser.add_argument("--a", required=True, help="site folder of build A (the baseline)")
     parser.add_argument("--b", required=True, help="site folder of build B")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--env-b", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for build B's processes only")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("bench_args", nargs="*")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    env_b = dict(item.split("=", 1) for item in args.env_b)
     runs: dict[str, list[dict]] = {"a": [], "b": []}
     for r in range(args.rounds):
         for side in ("a", "b") if r % 2 == 0 else ("b", "a"):
             site = args.a if side == "a" else args.b
-            runs[side].append(fusedops_times(run_bench(site, args.out / f"bench-{side}{r}.json", args.bench_args)))
+            out = args.out / f"bench-{side}{r}.json"
+            runs[side].append(fusedops_times(run_bench(site, out, args.bench_args, env_b if side == "b" else {})))
     common = sorted(set.intersection(*(set(t) for t in runs["a"] + runs["b"])))
     report = []
     for key in common:
@@ -68,7 +76,7 @@ def main() -> int:
         report.append({"case": json.loads(key), "a_ms": a, "b_ms": b, "b_over_a": a / b,
                        "a_vs_eager": statistics.median(t[key][1] for t in runs["a"]),
                        "b_vs_eager": statistics.median(t[key][1] for t in runs["b"])})
-    (args.out / "ab.json").write_text(json.dumps({"a": args.a, "b": args.b, "rounds": args.rounds,
+    (args.out / "ab.json").write_text(json.dumps({"a": args.a, "b": args.b, "env_b": env_b, "rounds": args.rounds,
                                                   "bench_args": args.bench_args, "cases": report}, indent=1))
     print(f"{'case':70} {'A ms':>10} {'B ms':>10} {'A/B':>6} {'A vs eager':>10} {'B vs eager':>10}")
     for entry in report:

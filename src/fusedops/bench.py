@@ -227,7 +227,9 @@ def bench_add(device: torch.device, numel: int, repeats: int, quick: bool) -> li
 
 
 # (M, N, K) = (tokens, out_features, in_features).
-LINEAR_SHAPES_GPU = [(8192, 8192, 8192), (4096, 4096, 4096), (1024, 1024, 1024), (16384, 4096, 1024), (32, 4096, 4096)]
+# (M, N, K); 16384x4096x1024 and 16384x1024x4096: a transformer MLP's up and down projections.
+LINEAR_SHAPES_GPU = [(8192, 8192, 8192), (4096, 4096, 4096), (1024, 1024, 1024), (16384, 4096, 1024),
+                     (16384, 1024, 4096), (32, 4096, 4096)]
 LINEAR_SHAPES_SMALL = [(1024, 1024, 1024), (256, 512, 256), (32, 1024, 1024)]
 
 
@@ -319,13 +321,17 @@ def bench_linear(device: torch.device, numel: int, repeats: int, quick: bool = F
     """fusedops.linear against F.linear (+ activation / clamp) in eager and
     torch.compile: forward for each epilogue and forward+backward with bias, in
     TFLOP/s (2MNK forward, 6MNK forward+backward); plus the host overhead per
-    call on 16x16 inputs."""
+    call on 16x16 inputs. On the GPU the half-type +gelu and +clamp forwards
+    also meet torch.compile(mode="max-autotune") ("compile-max"), which tunes
+    its own Triton GEMM with the epilogue fused, one compile per shape."""
     _compiler_allows_many_shapes()
     on_gpu = device.type == "cuda"
     shapes = LINEAR_SHAPES_GPU if on_gpu and not quick else LINEAR_SHAPES_SMALL[: 2 if quick else 3]
     dtypes = (torch.bfloat16, torch.float16, torch.float32) if on_gpu else (torch.float32, torch.bfloat16)
     eager = {name: _eager_linear(**kw) for name, kw in LINEAR_VARIANTS.items()}
     compiled = {name: torch.compile(fn, fullgraph=True, dynamic=True) for name, fn in eager.items()}
+    tuned = {name: torch.compile(eager[name], fullgraph=True, dynamic=False, mode="max-autotune")
+             for name in ("linear+gelu", "linear+clamp")}
     rows: list[dict[str, Any]] = []
     for dtype in dtypes:
         for m, n, k in shapes:
@@ -337,6 +343,8 @@ def bench_linear(device: torch.device, numel: int, repeats: int, quick: bool = F
                     impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **kw),
                              "eager": functools.partial(eager[name], x, w, b),
                              "compile": functools.partial(compiled[name], x, w, b)}
+                    if on_gpu and dtype != torch.float32 and name in tuned:
+                        impls["compile-max"] = functools.partial(tuned[name], x, w, b)
                     times = measure_impls(impls, device, repeats)
                     rows += _linear_rows(name, "fwd", times, dtype, (m, n, k), 2 * m * n * k)
             leaves = tuple(t.clone().requires_grad_() for t in (x, w, b))
