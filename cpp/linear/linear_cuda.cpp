@@ -1,13 +1,17 @@
 // fusedops.linear on CUDA: GEMMs through cuBLASLt (lt_gemm_cuda.cpp) with
 // bias / activation / bias-gradient epilogues, the rest in one elementwise
-// pass (cuda/linear/); on sm_90 with FUSEDOPS_LINEAR_SM90=1, the erf GELU in
-// our own GEMM's epilogue (cuda/linear/sm90/, where the build had CUTLASS);
+// pass (cuda/linear/); on sm_90 the erf GELU and the clamps in our own GEMM's
+// epilogue instead (cuda/linear/sm90/, where the build had CUTLASS);
 // torch's addmm / mm (C shims) where cuBLASLt has no algorithm (float64, odd
 // layouts, empty sizes).
 #include <torch/csrc/inductor/aoti_torch/generated/c_shim_cuda.h>
 
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <optional>
 
 #include "cpp/common/cuda.h"
 #include "cpp/linear/linear.h"
@@ -70,53 +74,83 @@ Tensor dense_bias(const Tensor& bias) {
 }
 
 #ifdef FUSEDOPS_WITH_CUTLASS
-// FUSEDOPS_LINEAR_SM90=1 (read once) turns our sm_90a GEMM on; off by
-// default until it is faster than cuBLASLt + the pass in a measured run and
-// covers the clamps (benchmarks/results/NOTES.md, 2026-12-01).
-bool sm90_opted_in() {
+// Our sm_90a GEMM is on unless FUSEDOPS_LINEAR_SM90=0 (read once per process:
+// the same-run A/B and the tests of the cuBLASLt path on sm_90 use it).
+bool sm90_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("FUSEDOPS_LINEAR_SM90");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   return on;
 }
 
-// Compute capability 9.0 exactly: the kernels are sm_90a code (wgmma), which
-// runs on no other arch.
+// Compute capability 9.0 exactly (read once per device): the kernels are
+// sm_90a code (wgmma), which runs on no other arch.
 bool is_sm90(int device) {
-  int major = 0, minor = 0;
-  cuda::check_cuda("linear", cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  cuda::check_cuda("linear", cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return major == 9 && minor == 0;
+  static std::array<std::atomic<int8_t>, 64> known{};  // 0 unknown, 1 yes, 2 no
+  std::atomic<int8_t>& slot = known.at(device);
+  if (slot.load() == 0) {
+    int major = 0, minor = 0;
+    cuda::check_cuda("linear", cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    cuda::check_cuda("linear", cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    slot.store(major == 9 && minor == 0 ? 1 : 2);
+  }
+  return slot.load() == 1;
 }
 
-// The whole forward of an unclamped erf GELU (which cuBLASLt's epilogues
-// lack) in our sm_90a GEMM, when opted in and the call is one the kernel takes
+// What our GEMM's epilogue does of `e`: the erf GELU (with aux z when the
+// backward needs it) or no activation, then the clamp; relu before a clamp is
+// the clamp with lo raised to 0 (clamp(relu(v), lo, hi) = clamp(v, max(lo, 0),
+// hi), NaN included). Plain linear, relu and the tanh GELU keep cuBLASLt's own
+// epilogues, which need no pass.
+std::optional<cuda::sm90::LinearGemm> sm90_epilogue(const LinearEpilogue& e, bool want_aux) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  cuda::sm90::LinearGemm g{};
+  g.lo = static_cast<float>(e.has_min ? e.min : -kInf);
+  g.hi = static_cast<float>(e.has_max ? e.max : kInf);
+  if (e.act == Activation::Gelu) {
+    g.act = cuda::sm90::Act::Gelu;
+    return g;
+  }
+  if (!e.clamps() || want_aux || (e.act != Activation::None && e.act != Activation::Relu))
+    return std::nullopt;
+  g.act = cuda::sm90::Act::None;
+  if (e.act == Activation::Relu) g.lo = g.lo > 0.0f ? g.lo : 0.0f;
+  return g;
+}
+
+// The whole forward of an erf GELU or a clamp (which cuBLASLt's epilogues
+// lack) in our sm_90a GEMM, where the call is one the kernel takes
 // (cuda/linear/sm90/gemm.h: dtype, M > 64, K <= 4096, 16-byte alignment);
 // false otherwise (nothing was written).
 bool forward_sm90(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, const LinearEpilogue& e,
                   const ForwardBuffers& buf) {
-  if (e.act != Activation::Gelu || e.clamps() || !sm90_opted_in()) return false;
+  std::optional<cuda::sm90::LinearGemm> epilogue = sm90_epilogue(e, buf.want_aux);
+  if (!epilogue || !sm90_enabled()) return false;
   const int device = x2d.get_device_index();
   if (x2d.stride(1) != 1 || weight.stride(1) != 1 || x2d.stride(0) < x2d.size(1) ||
       weight.stride(0) < weight.size(1) || !is_sm90(device)) {
     return false;
   }
-  Tensor b;
-  if (has_bias(bias)) b = dense_bias(*bias);
-  const cuda::sm90::LinearGemm g{.dtype = to_dtype(x2d.scalar_type()),
-                                 .x = x2d.const_data_ptr(),
-                                 .ldx = x2d.stride(0),
-                                 .w = weight.const_data_ptr(),
-                                 .ldw = weight.stride(0),
-                                 .bias = has_bias(bias) ? b.const_data_ptr() : nullptr,
-                                 .out = buf.out.mutable_data_ptr(),
-                                 .aux = buf.want_aux ? buf.z.mutable_data_ptr() : nullptr,
-                                 .m = x2d.size(0),
-                                 .n = weight.size(0),
-                                 .k = x2d.size(1),
-                                 .sm_count = cuda::device_info("linear", device).sm_count};
+  cuda::sm90::LinearGemm g = *epilogue;
+  g.dtype = to_dtype(x2d.scalar_type());
+  g.x = x2d.const_data_ptr();
+  g.ldx = x2d.stride(0);
+  g.w = weight.const_data_ptr();
+  g.ldw = weight.stride(0);
+  g.out = buf.out.mutable_data_ptr();
+  g.aux = buf.want_aux ? buf.z.mutable_data_ptr() : nullptr;
+  g.m = x2d.size(0);
+  g.n = weight.size(0);
+  g.k = x2d.size(1);
+  g.sm_count = cuda::device_info("linear", device).sm_count;
   if (!cuda::sm90::supported(g)) return false;
+  Tensor b;
+  if (has_bias(bias)) {
+    b = dense_bias(*bias);
+    g.bias = b.const_data_ptr();
+    if (!cuda::sm90::supported(g)) return false;
+  }
   const size_t bytes = cuda::sm90::workspace_size(g);
   Tensor workspace;
   if (bytes > 0) workspace = empty(x2d, {static_cast<int64_t>(bytes)}, ScalarType::Byte);

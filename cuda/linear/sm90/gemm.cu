@@ -1,5 +1,5 @@
-// linear's sm_90a GEMM: which calls it takes, and the dispatch by dtype and
-// aux (the kernels are in gemm_<dtype>[_aux].cu).
+// linear's sm_90a GEMM: which calls it takes, its tile rule, and the dispatch
+// by dtype (the kernels are in gemm_<dtype>.cu).
 #include <cstdint>
 #include <limits>
 
@@ -12,10 +12,17 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 constexpr int64_t kMaxK = 4096;
 
+cudaError_t run(const LinearGemm& g, void* workspace, size_t* bytes, cudaStream_t stream) {
+  const Tiles tiles = tiles_for(g);
+  return g.dtype == DType::BFloat16 ? run_bf16(g, tiles, workspace, bytes, stream)
+                                    : run_fp16(g, tiles, workspace, bytes, stream);
+}
+
 }  // namespace
 
 bool supported(const LinearGemm& g) {
   if (g.dtype != DType::BFloat16 && g.dtype != DType::Float16) return false;
+  if (g.aux != nullptr && g.act != Act::Gelu) return false;
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   if (g.m <= 64 || g.n < 1 || g.k < 1 || g.m > kMax || g.n > kMax) return false;
   // Past K = 4096 the second pass is a few % of the GEMM, less than cuBLASLt's
@@ -28,16 +35,23 @@ bool supported(const LinearGemm& g) {
   return rows && pointers;
 }
 
+// Cooperative 128x256 where K is long enough for its faster mainloop to
+// outweigh an epilogue it does not overlap, and the grid still fills the GPU
+// (H200, NOTES.md: 4096^3 faster, K = 1024 and 1024^3 slower than ping-pong).
+Tiles tiles_for(const LinearGemm& g) {
+  const int64_t tiles256 = ((g.m + 127) / 128) * ((g.n + 255) / 256);
+  const bool coop = g.k >= 2048 && tiles256 >= 2 * static_cast<int64_t>(g.sm_count);
+  return coop ? Tiles::Cooperative256 : Tiles::PingPong128;
+}
+
 size_t workspace_size(const LinearGemm& g) {
-  return g.dtype == DType::BFloat16 ? workspace_size_bf16(g) : workspace_size_fp16(g);
+  size_t bytes = 0;
+  return run(g, nullptr, &bytes, nullptr) == cudaSuccess ? bytes : 0;
 }
 
 cudaError_t launch(const LinearGemm& g, void* workspace, cudaStream_t stream) {
   if (!supported(g)) return cudaErrorInvalidValue;
-  if (g.dtype == DType::BFloat16) {
-    return g.aux ? launch_bf16_aux(g, workspace, stream) : launch_bf16(g, workspace, stream);
-  }
-  return g.aux ? launch_fp16_aux(g, workspace, stream) : launch_fp16(g, workspace, stream);
+  return run(g, workspace, nullptr, stream);
 }
 
 }  // namespace fusedops::cuda::sm90

@@ -1,9 +1,10 @@
 // Launcher of linear's own Hopper GEMM (sm_90a, CUTLASS; gemm.cu): out[M, N] =
-// gelu(x[M, K] . w[N, K]^T + bias), the erf GELU on the fp32 accumulator, and
-// optionally aux = the pre-activation z (rounded to the dtype) for the
-// backward. Torch-free. Compiled only where CUTLASS's headers were found
-// (FUSEDOPS_WITH_CUTLASS); the caller checks the device is sm_90 and that
-// `supported` holds, else it takes the cuBLASLt path.
+// clamp(act(x[M, K] . w[N, K]^T + bias), lo, hi) with act the erf GELU or
+// none, on the fp32 accumulator, and for the GELU optionally aux = the
+// pre-activation z (rounded to the dtype) for the backward. Torch-free.
+// Compiled only where CUTLASS's headers were found (FUSEDOPS_WITH_CUTLASS);
+// the caller checks the device is sm_90 and that `supported` holds, else it
+// takes the cuBLASLt path.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,10 +16,18 @@
 
 namespace fusedops::cuda::sm90 {
 
+// The epilogue's activation, a compile-time choice in the kernels (a
+// run-time switch per element halved the GEMM's speed: NOTES.md).
+enum class Act : int8_t { None, Gelu };
+
 // Row-major x [M, K] (row stride ldx), w [N, K] (row stride ldw), out and aux
-// dense [M, N]; bias [N] dense or null; aux null when not wanted.
+// dense [M, N]; bias [N] dense or null; aux null when not wanted. lo / hi:
+// the clamp's bounds in fp32, -inf / +inf where absent (every call clamps:
+// two instructions per element).
 struct LinearGemm {
   DType dtype;
+  Act act;
+  float lo, hi;
   const void* x;
   int64_t ldx;
   const void* w;
@@ -32,22 +41,22 @@ struct LinearGemm {
 
 // What the kernels take: float16 / bfloat16, M > 64 (smaller M is a GEMV-like
 // shape cuBLASLt serves better), K <= 4096 (beyond, cuBLASLt + the pass is
-// faster), sizes within int32, and what TMA needs: 16-byte aligned pointers
-// and row strides.
+// faster), aux only with the GELU, sizes within int32, and what TMA needs:
+// 16-byte aligned pointers and row strides.
 bool supported(const LinearGemm& g);
+
+// The tile configuration, by a static rule on the shape (gemm.cu).
+enum class Tiles : int8_t { PingPong128, Cooperative256 };
+Tiles tiles_for(const LinearGemm& g);
 
 // Workspace bytes the launch needs (the tile scheduler's; may be 0).
 size_t workspace_size(const LinearGemm& g);
 
 cudaError_t launch(const LinearGemm& g, void* workspace, cudaStream_t stream);
 
-// The same per dtype and aux or not, one heavy translation unit each
-// (gemm_<dtype>[_aux].cu), so that they compile in parallel.
-size_t workspace_size_bf16(const LinearGemm& g);
-size_t workspace_size_fp16(const LinearGemm& g);
-cudaError_t launch_bf16(const LinearGemm& g, void* workspace, cudaStream_t stream);
-cudaError_t launch_bf16_aux(const LinearGemm& g, void* workspace, cudaStream_t stream);
-cudaError_t launch_fp16(const LinearGemm& g, void* workspace, cudaStream_t stream);
-cudaError_t launch_fp16_aux(const LinearGemm& g, void* workspace, cudaStream_t stream);
+// Per dtype, one heavy translation unit each (gemm_<dtype>.cu), so that the
+// two compile in parallel; `workspace` null: return its size in *bytes only.
+cudaError_t run_bf16(const LinearGemm& g, Tiles tiles, void* workspace, size_t* bytes, cudaStream_t stream);
+cudaError_t run_fp16(const LinearGemm& g, Tiles tiles, void* workspace, size_t* bytes, cudaStream_t stream);
 
 }  // namespace fusedops::cuda::sm90

@@ -1,14 +1,10 @@
-// linear's sm_90a GEMM for float16, without aux (gemm_kernel.cuh).
+// linear's sm_90a GEMM kernels for half (gemm_kernel.cuh): six instantiations.
 #include "cuda/linear/sm90/gemm_kernel.cuh"
 
 namespace fusedops::cuda::sm90 {
 
-size_t workspace_size_fp16(const LinearGemm& g) {
-  return Sm90Linear<cutlass::half_t, false>::workspace_size(g);
-}
-
-cudaError_t launch_fp16(const LinearGemm& g, void* workspace, cudaStream_t stream) {
-  return Sm90Linear<cutlass::half_t, false>::launch(g, workspace, stream);
+cudaError_t run_fp16(const LinearGemm& g, Tiles tiles, void* workspace, size_t* bytes, cudaStream_t stream) {
+  return run_typed<cutlass::half_t>(g, tiles, workspace, bytes, stream);
 }
 
 }  // namespace fusedops::cuda::sm90

@@ -1,9 +1,9 @@
-// linear's sm_90a GEMM as CUTLASS types: TMA loads, warp-specialized ping-pong
-// (one consumer warpgroup's epilogue overlaps the other's MMA, which hides the
-// erf GELU), and an epilogue that applies our own functor (Gelu, below) to
-// acc + bias in fp32 through CUTLASS's per-column-bias + activation (+ aux
-// store) visitor tree. Included by one .cu per dtype and aux or not
-// (gemm_<dtype>[_aux].cu), so the heavy instantiations compile in parallel.
+// linear's sm_90a GEMM as CUTLASS types: TMA loads, warp-specialized kernels
+// (ping-pong: one consumer warpgroup's epilogue overlaps the other's MMA;
+// cooperative: two warpgroups on one 128x256 tile), and CUTLASS's per-column
+// bias + activation (+ aux store) epilogue tree whose activation node is our
+// functor (ClampedAct below) on acc + bias in fp32. Included by one .cu per
+// dtype (gemm_<dtype>.cu), so the heavy instantiations compile in parallel.
 #pragma once
 
 #include <cutlass/cutlass.h>
@@ -16,27 +16,42 @@
 
 #include <type_traits>
 
-#include "cuda/linear/linear_math.h"
+#include "cuda/linear/sm90/epilogue_math.cuh"
 #include "cuda/linear/sm90/gemm.h"
 
 namespace fusedops::cuda::sm90 {
 
-// The erf GELU on the fp32 value acc + bias, as the CUTLASS activation
-// functor (called on a float or on an Array of them). A compile-time functor:
-// a run-time choice of activation and bounds inside the epilogue loop halved
-// the GEMM's speed (benchmarks/results/NOTES.md).
-template <class T>
-struct Gelu {
-  CUTLASS_DEVICE T operator()(const T& v) const {
-    if constexpr (std::is_same_v<T, float>) {
-      return gelu_erf(v);
-    } else {
-      T r;
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < T::kElements; ++i) r[i] = gelu_erf(v[i]);
-      return r;
+// The run-time part of the epilogue: the clamp's bounds (+-inf where absent).
+// CUTLASS's Sm90Compute node hands a functor's `Arguments` (looked up on
+// Fn<float>) to every call on an Array of values: the one type serves both.
+struct Bounds {
+  float lo, hi;
+};
+
+// clamp(act(v), lo, hi), the activation fixed at compile time, as the
+// activation functor of the epilogue tree (called on an Array of floats).
+template <Act kAct>
+struct ClampedAct {
+  template <class T>
+  struct Fn {
+    using Arguments = Bounds;
+
+    static CUTLASS_DEVICE float one(float v, const Bounds& b) {
+      if constexpr (kAct == Act::Gelu) v = FastGelu::apply(v);
+      return clamp_nan(v, b.lo, b.hi);
     }
-  }
+
+    CUTLASS_DEVICE T operator()(const T& v, const Bounds& b) const {
+      if constexpr (std::is_same_v<T, float>) {
+        return one(v, b);
+      } else {
+        T r;
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < T::kElements; ++i) r[i] = one(v[i], b);
+        return r;
+      }
+    }
+  };
 };
 
 // 128x128 per consumer warpgroup (ping-pong: two tiles in flight per CTA),
@@ -48,19 +63,31 @@ struct PingPong128 {
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
 };
 
-template <class T, bool kAux, class Config = PingPong128>
+// Two consumer warpgroups on one 128x256 tile; clusters of two along M share
+// w's tile. Its mainloop is faster at K >= 2048 (4096^3: NOTES.md), where the
+// epilogue, not overlapped here, is a small part of a tile's time.
+struct Cooperative256 {
+  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
+  using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+
+template <class T, Act kAct, bool kAux, class Config>
 struct Sm90Linear {
   using Layout = cutlass::layout::RowMajor;      // x [M, K], out and aux [M, N]
   using LayoutW = cutlass::layout::ColumnMajor;  // w [N, K] row-major is K x N column-major
   static constexpr int kAlign = 16 / sizeof(T);  // TMA: 16-byte rows
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
+  template <class V>
+  using Fn = typename ClampedAct<kAct>::template Fn<V>;
 
   using FusionOp = std::conditional_t<
       kAux,
-      cutlass::epilogue::fusion::LinCombPerColBiasEltActAux<Layout, Gelu, T, float, T, T, T, float, kAlign,
+      cutlass::epilogue::fusion::LinCombPerColBiasEltActAux<Layout, Fn, T, float, T, T, T, float, kAlign,
                                                             kAlign>,
-      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Gelu, T, float, T, T, float, kAlign>>;
+      cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Fn, T, float, T, T, float, kAlign>>;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
@@ -73,6 +100,9 @@ struct Sm90Linear {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       typename Config::Schedule>::CollectiveOp;
+
+  // The bounds reach the functor only if the tree's activation node takes them.
+  static_assert(std::is_same_v<typename Epilogue::FusionCallbacks::Arguments::ActivationArguments, Bounds>);
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
@@ -91,6 +121,7 @@ struct Sm90Linear {
     args.mainloop = {static_cast<const Element*>(g.x), sx, static_cast<const Element*>(g.w), sw};
     auto& fusion = args.epilogue.thread;
     fusion.bias_ptr = static_cast<const Element*>(g.bias);  // null: the broadcast's zero
+    fusion.activation = Bounds{g.lo, g.hi};
     if constexpr (kAux) {
       fusion.aux_ptr = static_cast<Element*>(g.aux);
       fusion.dAux = sd;
@@ -102,10 +133,12 @@ struct Sm90Linear {
     return args;
   }
 
-  static size_t workspace_size(const LinearGemm& g) { return Gemm::get_workspace_size(arguments(g)); }
-
-  static cudaError_t launch(const LinearGemm& g, void* workspace, cudaStream_t stream) {
+  static cudaError_t run(const LinearGemm& g, void* workspace, size_t* bytes, cudaStream_t stream) {
     const typename Gemm::Arguments args = arguments(g);
+    if (workspace == nullptr && bytes != nullptr) {
+      *bytes = Gemm::get_workspace_size(args);
+      return cudaSuccess;
+    }
     Gemm gemm;
     if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
     if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
@@ -116,5 +149,21 @@ struct Sm90Linear {
     return cudaGetLastError();
   }
 };
+
+// Every kernel of one dtype and tile configuration: GELU or clamp only, aux
+// only with the GELU (the backward of a clamp alone keeps cuBLASLt, which
+// writes z, + the pass).
+template <class T, class Config>
+cudaError_t run_config(const LinearGemm& g, void* workspace, size_t* bytes, cudaStream_t stream) {
+  if (g.act == Act::None) return Sm90Linear<T, Act::None, false, Config>::run(g, workspace, bytes, stream);
+  if (g.aux != nullptr) return Sm90Linear<T, Act::Gelu, true, Config>::run(g, workspace, bytes, stream);
+  return Sm90Linear<T, Act::Gelu, false, Config>::run(g, workspace, bytes, stream);
+}
+
+template <class T>
+cudaError_t run_typed(const LinearGemm& g, Tiles tiles, void* workspace, size_t* bytes, cudaStream_t stream) {
+  return tiles == Tiles::Cooperative256 ? run_config<T, Cooperative256>(g, workspace, bytes, stream)
+                                        : run_config<T, PingPong128>(g, workspace, bytes, stream);
+}
 
 }  // namespace fusedops::cuda::sm90
