@@ -187,13 +187,14 @@ def test_backward_op_checks_its_arguments(device):
 
 
 # ---- the CUDA kernel choice: our sm_90a GEMM against cuBLASLt + a pass ----------------------
-# On sm_90, with a build that had CUTLASS and FUSEDOPS_LINEAR_SM90=1 (read once per process),
-# the unclamped erf GELU forward runs in our own GEMM when the call suits it (float16 /
-# bfloat16, M > 64, K <= 4096, 16-byte aligned pointers and rows); everything else takes
-# cuBLASLt + the elementwise pass. These tests check whichever path is active against float64;
-# test_sm90_gemm_opt_in runs them again in a process with the variable set.
+# On sm_90, in a build that had CUTLASS, the erf GELU (any bounds) and the clamps without an
+# activation or after relu run in our own GEMM when the call suits it (float16 / bfloat16,
+# M > 64, K <= 4096, 16-byte aligned pointers and rows; with a gradient only the GELU, which
+# also writes z); everything else takes cuBLASLt + the elementwise pass, as does every call
+# in a process started with FUSEDOPS_LINEAR_SM90=0. These tests check whichever path is active
+# against float64; test_sm90_cublaslt_forced runs them again in a process with the variable.
 
-SM90_OPTED_IN = os.environ.get("FUSEDOPS_LINEAR_SM90") == "1"
+SM90_OFF = os.environ.get("FUSEDOPS_LINEAR_SM90") == "0"
 
 
 def sm90_gemm_built():
@@ -202,7 +203,7 @@ def sm90_gemm_built():
 
 
 def sm90_gemm_active():
-    return SM90_OPTED_IN and sm90_gemm_built()
+    return not SM90_OFF and sm90_gemm_built()
 
 
 def strided_rows(rows, cols, pad, dtype, offset=0):
@@ -211,12 +212,12 @@ def strided_rows(rows, cols, pad, dtype, offset=0):
     return base[offset:].view(rows, cols + pad)[:, :cols] if pad or offset else base.view(rows, cols)
 
 
-# (M, K, N, x's row padding, x's offset, weight's layout, bias): which path an erf GELU takes
-# on sm_90 when our GEMM is on ("ours").
+# (M, K, N, x's row padding, x's offset, weight's layout, bias): which path a GELU or a clamp
+# takes on sm_90 when our GEMM is on ("ours"), and which of its tile configurations.
 GEMM_CASES = {
     "M=1": (1, 64, 128, 0, 0, "rows", True),               # cuBLASLt (M <= 64)
     "M=64": (64, 64, 136, 0, 0, "rows", True),             # cuBLASLt
-    "M=65": (65, 64, 136, 0, 0, "rows", True),             # ours from here
+    "M=65": (65, 64, 136, 0, 0, "rows", True),             # ours from here (ping-pong 128x128)
     "odd M": (333, 200, 264, 0, 0, "rows", False),         # ours, partial tiles in M
     "ragged N tile": (257, 72, 200, 0, 0, "rows", True),   # ours, N not a tile multiple
     "K unaligned": (129, 61, 128, 0, 0, "rows", True),     # cuBLASLt (K % 8)
@@ -225,11 +226,16 @@ GEMM_CASES = {
     "odd row stride": (130, 96, 64, 3, 0, "rows", True),   # cuBLASLt
     "offset": (130, 96, 64, 0, 1, "rows", True),           # cuBLASLt (misaligned pointer)
     "weight transposed": (130, 96, 64, 0, 0, "transposed", True),  # cuBLASLt
-    "long K": (200, 4096, 256, 0, 0, "rows", True),        # ours, many k-blocks
-    "K > 4096": (96, 4104, 64, 0, 0, "rows", True),         # cuBLASLt (its mainloop wins there)
+    "long K": (200, 4096, 256, 0, 0, "rows", True),        # ours, ping-pong (a grid too small for 128x256)
+    "K > 4096": (96, 4104, 64, 0, 0, "rows", True),        # cuBLASLt (its mainloop wins there)
+    "K=2040": (4229, 2040, 2056, 0, 0, "rows", True),      # ours, ping-pong (K < 2048)
+    "cooperative": (4229, 2048, 2056, 0, 0, "rows", True),  # ours, cooperative 128x256 (odd M, ragged N)
 }
-EPILOGUES = {"gelu": ("gelu", None, None), "gelu clamp": ("gelu", -0.1, 0.6), "tanh max": ("gelu_tanh", None, 0.3),
-             "clamp": (None, -0.5, 0.5), "relu max": ("relu", None, 0.8), "reversed": (None, 0.5, -0.5)}
+EPILOGUES = {"gelu": ("gelu", None, None), "gelu clamp": ("gelu", -0.1, 0.6), "gelu min": ("gelu", 0.05, None),
+             "tanh max": ("gelu_tanh", None, 0.3), "clamp": (None, -0.5, 0.5), "min": (None, -0.3, None),
+             "relu max": ("relu", None, 0.8), "relu clamp": ("relu", -0.2, 0.6), "relu min": ("relu", 0.2, None),
+             "reversed": (None, 0.5, -0.5), "plain": (None, None, None)}
+BIG_CASES = ("K=2040", "cooperative")
 
 
 def gemm_inputs(case, dtype, requires_grad=False):
@@ -242,10 +248,14 @@ def gemm_inputs(case, dtype, requires_grad=False):
     return tuple(t.requires_grad_(requires_grad) for t in inputs)
 
 
+# The tile rule's two large cases run three epilogues in the half types, the rest all of them.
+GEMM_PATHS = [(case, epilogue, dtype) for case in GEMM_CASES for epilogue in EPILOGUES
+              for dtype in (torch.bfloat16, torch.float16, torch.float32)
+              if case not in BIG_CASES or (dtype != torch.float32 and epilogue in ("gelu", "clamp", "relu clamp"))]
+
+
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
-@pytest.mark.parametrize("case", GEMM_CASES)
-@pytest.mark.parametrize("epilogue", EPILOGUES)
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize(("case", "epilogue", "dtype"), GEMM_PATHS, ids=str)
 def test_gemm_paths_against_float64(case, epilogue, dtype):
     """Forward without grad (no aux), and forward + backward (the GEMM also writes z)."""
     activation, lo, hi = EPILOGUES[epilogue]
@@ -267,7 +277,9 @@ def test_gemm_nan_inf_inputs_and_bounds(dtype):
     x[3, 5], w[9, 0] = float("nan"), float("nan")
     x_inf, w_inf = x.clone(), w.clone()
     x_inf[10, :], w_inf[7, 2] = float("inf"), float("-inf")
-    bounds = [*LINEAR_BOUNDS, (float("nan"), None), (None, float("nan")), (-float("inf"), float("inf"))]
+    inf = float("inf")
+    bounds = [*LINEAR_BOUNDS, (float("nan"), None), (None, float("nan")), (-inf, inf), (-inf, None), (None, inf),
+              (inf, None), (None, -inf), (float("nan"), 0.5)]
     for activation in ACTIVATIONS:
         # gelu of -inf is NaN by its formula (inf * 0): infinities only without it.
         xs, ws = (x, w) if activation in ("gelu", "gelu_tanh") else (x_inf, w_inf)
@@ -282,6 +294,30 @@ def test_gemm_nan_inf_inputs_and_bounds(dtype):
             torch.testing.assert_close(out.double().cpu(), expected, equal_nan=True, **GEMM_TOLERANCE[dtype])
 
 
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_gelu_over_its_range(dtype):
+    """The erf GELU of every representable input from -16 to 16 (infinities and NaN would spread
+    along a row in the GEMM: test_gemm_nan_inf_inputs_and_bounds has them): an identity
+    weight makes z = x exactly, so the output is GELU(x) rounded once, which our GEMM's
+    epilogue gets within an ulp of float64 even in the far negative tail (there
+    1 + erf(x) cancels in float32, so the cuBLASLt path's pass, like eager PyTorch, gives 0:
+    it is held to an absolute 1e-6 instead)."""
+    bits = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16)
+    x = bits.view(dtype).to("cuda")
+    x = x[x.abs() <= 16]
+    x = torch.cat([x, x.new_zeros(-x.numel() % 128)]).view(-1, 128)
+    x = torch.cat([x, x.new_zeros(max(0, 65 - x.shape[0]), 128)])
+    w = torch.eye(128, dtype=dtype, device="cuda")
+    out = fusedops.linear(x, w, activation="gelu")
+    z = x.double()
+    expected = z * 0.5 * torch.special.erfc(-z / 2**0.5)  # F.gelu's 1 + erf(z / sqrt2) cancels below -8
+    tail = 1e-36 if dtype == torch.bfloat16 else 1e-7  # half the smallest subnormal (about)
+    ulp = 2.0**-7 if dtype == torch.bfloat16 else 2.0**-10
+    torch.testing.assert_close(out.double(), expected.to(dtype).double(), rtol=ulp,
+                               atol=tail if sm90_gemm_active() else 1e-6)
+
+
 def cuda_kernels_of(fn):
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn()
@@ -291,27 +327,48 @@ def cuda_kernels_of(fn):
 
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 def test_which_kernels_run():
-    """One fused kernel for the erf GELU (no elementwise pass) where our GEMM is active,
-    else the GEMM and the pass; relu, clamps and small M stay on cuBLASLt either way."""
+    """One fused kernel for the erf GELU and the clamps (no elementwise pass) where our GEMM
+    is active, else the GEMM and the pass; plain, relu and the tanh GELU stay on cuBLASLt's
+    own epilogues, small M on cuBLASLt + the pass, either way."""
     x, w, b = gemm_inputs("M=65", torch.bfloat16)
-    with torch.no_grad():
-        gelu = cuda_kernels_of(lambda: fusedops.linear(x, w, b, activation="gelu"))
-        plain = cuda_kernels_of(lambda: fusedops.linear(x, w, b, activation="relu", max=1.0))
-        small = cuda_kernels_of(lambda: fusedops.linear(x[:64], w, b, activation="gelu"))
-    def ours(names):  # our kernel's name has its epilogue functor in it
-        return [name for name in names if "Gelu" in name and "cutlass" in name]
+    def run(**kw):
+        return cuda_kernels_of(lambda: fusedops.linear(x, w, b, **kw))
 
-    passes = [name for name in gelu if "epilogue_kernel" in name]
-    assert (len(ours(gelu)) == 1 and not passes) if sm90_gemm_active() else (not ours(gelu) and passes), gelu
-    assert not ours(plain + small), (plain, small)
-    assert any("epilogue_kernel" in name for name in small), small
+    def ours(names):  # our kernel's name has its epilogue functor in it
+        return [name for name in names if "ClampedAct" in name]
+
+    def passes(names):
+        return [name for name in names if "epilogue_kernel" in name]
+
+    with torch.no_grad():
+        fused = {"gelu": run(activation="gelu"), "gelu clamp": run(activation="gelu", min=-0.1, max=0.5),
+                 "clamp": run(min=-1.0, max=1.0), "relu max": run(activation="relu", max=1.0)}
+        cublas = {"plain": run(), "relu": run(activation="relu"), "tanh": run(activation="gelu_tanh"),
+                  "tanh max": run(activation="gelu_tanh", max=1.0)}
+        small = cuda_kernels_of(lambda: fusedops.linear(x[:64], w, b, activation="gelu"))
+    leaves = tuple(t.clone().requires_grad_() for t in (x, w, b))
+    grad_gelu = cuda_kernels_of(lambda: fusedops.linear(*leaves, activation="gelu"))
+    grad_clamp = cuda_kernels_of(lambda: fusedops.linear(*leaves, min=-1.0))
+    for name, kernels in {**fused, "gelu with grad": grad_gelu}.items():
+        if sm90_gemm_active():
+            assert len(ours(kernels)) == 1 and not passes(kernels), (name, kernels)
+        else:
+            assert not ours(kernels) and passes(kernels), (name, kernels)
+    for name, kernels in {**cublas, "small M": small, "clamp with grad": grad_clamp}.items():
+        assert not ours(kernels), (name, kernels)
+    for kernels in (small, grad_clamp, cublas["tanh max"]):
+        assert passes(kernels), kernels
+    for kernels in (cublas["plain"], cublas["relu"], cublas["tanh"]):
+        assert not passes(kernels), kernels
 
 
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 @pytest.mark.parametrize("grad", [False, True], ids=["nograd", "grad"])
-def test_gemm_in_cuda_graph_and_compile(grad):
+@pytest.mark.parametrize("epilogue", ["gelu", "clamp"])
+def test_gemm_in_cuda_graph_and_compile(grad, epilogue):
     x, w, b = gemm_inputs("ragged N tile", torch.bfloat16, requires_grad=grad)
-    call = functools.partial(fusedops.linear, activation="gelu")
+    kw = {"activation": "gelu"} if epilogue == "gelu" else {"min": -0.5, "max": 0.5}
+    call = functools.partial(fusedops.linear, **kw)
     eager = call(x, w, b)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -328,15 +385,24 @@ def test_gemm_in_cuda_graph_and_compile(grad):
     assert not torch.equal(captured, eager)
     compiled = torch.compile(lambda *t: call(*t) * 2, fullgraph=True)
     torch.testing.assert_close(compiled(x, w, b), call(x, w, b) * 2, rtol=0, atol=0)
+    if grad:
+        leaves = tuple(t.detach().clone().requires_grad_() for t in (x, w, b))
+        expected = torch.autograd.grad(call(*leaves).sum(), leaves)
+        got = torch.autograd.grad(compiled(*leaves).sum(), leaves)
+        for e_, g_ in zip(expected, got, strict=True):
+            torch.testing.assert_close(g_, e_ * 2, **GEMM_TOLERANCE[torch.bfloat16])
 
 
-@pytest.mark.skipif(not sm90_gemm_built() or SM90_OPTED_IN, reason="needs our sm_90a GEMM and an sm_90 device")
-def test_sm90_gemm_opt_in():
-    """FUSEDOPS_LINEAR_SM90=1 puts the erf GELU on our GEMM: the kernel-choice tests above, in a
-    process started with it."""
+@pytest.mark.skipif(not sm90_gemm_built() or SM90_OFF, reason="needs our sm_90a GEMM and an sm_90 device")
+def test_sm90_cublaslt_forced():
+    """FUSEDOPS_LINEAR_SM90=0 puts every call on cuBLASLt + the pass: the kernel-choice tests
+    above, in a process started with it (the path every other GPU takes, here on sm_90)."""
     tests = Path(__file__).resolve().parent
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests / "test_linear.py"),
-               "-k", "gemm_paths or nan_inf_inputs or which_kernels or graph_and_compile"]
-    result = subprocess.run(command, env={**os.environ, "FUSEDOPS_LINEAR_SM90": "1"}, capture_output=True,
+               "-k", "gemm_paths or nan_inf_inputs or gelu_over or which_kernels or graph_and_compile"]
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        command += ["-n", "4"]
+    result = subprocess.run(command, env={**os.environ, "FUSEDOPS_LINEAR_SM90": "0"}, capture_output=True,
                             text=True, timeout=1200)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout, result.stdout[-2000:]
