@@ -1,20 +1,21 @@
-"""linear's fused epilogues on the GPU: fusedops.linear against eager PyTorch,
-torch.compile (default and mode="max-autotune") and fusedops with its sm_90a
-GEMM on (FUSEDOPS_LINEAR_SM90=1, impl "fusedops-sm90", measured in a child
-process started by this run: the variable is read once per process), in one
-run. Times of the two processes compare less closely than those within one
-(the implementations of one process take turns; the GPU's clocks differ
-between processes by a few %).
+"""linear's fused epilogues on the GPU, with an A/B of its two CUDA paths in one run:
+fusedops.linear with its sm_90a GEMM (the default on an H100/H200, impl "fusedops")
+against the same build with FUSEDOPS_LINEAR_SM90=0 (cuBLASLt + the elementwise pass,
+impl "fusedops-cublaslt"), beside eager PyTorch and torch.compile measured in the same
+processes; then, time-boxed, torch.compile(mode="max-autotune") for +gelu and +clamp.
 
-    python benchmarks/linear_epilogues.py --json OUT.json [--max-autotune]
+    python benchmarks/linear_epilogues.py --json OUT.json [--rounds 2] [--max-autotune-s 240]
 
-Forward without grad for linear, +relu, +gelu, +clamp, and forward+backward of
-linear+gelu, bfloat16 and float16, at the bench's GPU shapes (M x N x K);
-with --max-autotune, then +gelu and +clamp against max-autotune, each beside
-fusedops again (pass "fwd-max"), last because every shape tunes anew. Each
-time is the median of CUDA-event timed calls after a warm-up, the
-implementations taking turns (fusedops.bench.measure_impls). The JSON is
-written after every shape, so a run cut short keeps what it measured.
+The variable is read once per process, so each path runs in child processes that
+alternate over the rounds (A B, then B A, ...), as benchmarks/ab.py does: a process's
+clocks and allocator state fall on both paths alike. In each child the implementations
+take turns (fusedops.bench.measure_impls): forward without grad for linear, +relu,
++gelu, +clamp and forward+backward of linear+gelu, bfloat16 and float16, at the bench's
+GPU shapes (M x N x K). The summary gives, per case, the median over rounds of each
+implementation's time and of eager's time over it in the same process. The max-autotune
+stage meets each shape anew (a compile with GEMM tuning each), most important shapes
+first, until its time is up; the JSON says which shapes it reached. The JSON is
+rewritten after every process, so a run cut short keeps what it measured.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import argparse
 import functools
 import json
 import os
+import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -35,9 +38,12 @@ from fusedops import bench
 
 VARIANTS = {"linear": {}, "linear+relu": {"activation": "relu"}, "linear+gelu": {"activation": "gelu"},
             "linear+clamp": {"min": -1.0, "max": 1.0}}
-# Which variants meet torch.compile's max-autotune (one compile with GEMM tuning per shape).
 TUNED = ("linear+gelu", "linear+clamp")
+# The max-autotune stage's order: the issue's named targets first.
+TUNED_ORDER = [(4096, 4096, 4096), (16384, 4096, 1024), (16384, 1024, 4096), (1024, 1024, 1024),
+               (32, 4096, 4096), (8192, 8192, 8192)]
 REPEATS = 30
+SIDES = {"fusedops": "1", "fusedops-cublaslt": "0"}  # impl name: FUSEDOPS_LINEAR_SM90
 
 
 def eager(activation=None, min=None, max=None):
@@ -57,80 +63,134 @@ def inputs(dtype, m, n, k):
     return x, w, torch.randn(n, device="cuda", dtype=dtype)
 
 
-def record(rows, name, pass_, times, dtype, shape, flops):
-    rows += [{"op": name, "pass": pass_, "impl": impl, "dtype": str(dtype).removeprefix("torch."),
-              "shape": list(shape), "ms": ms, "TFLOPs": flops / ms / 1e9} for impl, ms in times.items()]
+def rows_of(name, pass_, times, dtype, shape, flops, ours):
+    return [{"op": name, "pass": pass_, "impl": ours if impl == "fusedops" else impl,
+             "dtype": str(dtype).removeprefix("torch."), "shape": list(shape), "ms": ms,
+             "TFLOPs": flops / ms / 1e9} for impl, ms in times.items()]
 
 
-def measure(ours_only: bool, out: Path, rows: list) -> None:
+def child(ours: str, out: Path) -> None:
+    """One process of one path: every case, fusedops beside eager and compile."""
     device = torch.device("cuda")
     bench._compiler_allows_many_shapes()
     eagers = {name: eager(**kw) for name, kw in VARIANTS.items()}
     compiled = {name: torch.compile(fn, fullgraph=True, dynamic=True) for name, fn in eagers.items()}
+    rows: list[dict] = []
     for dtype in (torch.bfloat16, torch.float16):
         for m, n, k in bench.LINEAR_SHAPES_GPU:
             x, w, b = inputs(dtype, m, n, k)
             with torch.no_grad():
                 for name, kw in VARIANTS.items():
-                    impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **kw)}
-                    if not ours_only:
-                        impls["eager"] = functools.partial(eagers[name], x, w, b)
-                        impls["compile"] = functools.partial(compiled[name], x, w, b)
-                    record(rows, name, "fwd", bench.measure_impls(impls, device, REPEATS), dtype, (m, n, k),
-                           2 * m * n * k)
+                    impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **kw),
+                             "eager": functools.partial(eagers[name], x, w, b),
+                             "compile": functools.partial(compiled[name], x, w, b)}
+                    times = bench.measure_impls(impls, device, REPEATS)
+                    rows += rows_of(name, "fwd", times, dtype, (m, n, k), 2 * m * n * k, ours)
             leaves = tuple(t.clone().requires_grad_() for t in (x, w, b))
             grad = torch.randn(m, n, device=device, dtype=dtype)
-            ours = functools.partial(fusedops.linear, activation="gelu")
-            impls = {"fusedops": functools.partial(train_step, ours, leaves, grad)}
-            if not ours_only:
-                impls["eager"] = functools.partial(train_step, eagers["linear+gelu"], leaves, grad)
-            record(rows, "linear+gelu", "fwd+bwd", bench.measure_impls(impls, device, REPEATS), dtype, (m, n, k),
-                   6 * m * n * k)
-            out.write_text(json.dumps(rows, indent=1))
-            print(f"{dtype} {m}x{n}x{k} done", file=sys.stderr, flush=True)
+            impls = {"fusedops": functools.partial(train_step, functools.partial(fusedops.linear, activation="gelu"),
+                                                   leaves, grad),
+                     "eager": functools.partial(train_step, eagers["linear+gelu"], leaves, grad)}
+            times = bench.measure_impls(impls, device, REPEATS)
+            rows += rows_of("linear+gelu", "fwd+bwd", times, dtype, (m, n, k), 6 * m * n * k, ours)
+            del x, w, b, leaves, grad
+    out.write_text(json.dumps(rows))
 
 
-def measure_max_autotune(out: Path, rows: list) -> None:
-    """Last, since each shape compiles and tunes anew: torch.compile(mode="max-autotune")
-    beside fusedops again (the same process moments)."""
+def child_max_autotune(out: Path, seconds: float) -> None:
+    """fusedops (its default path) beside torch.compile(mode="max-autotune"), shape by
+    shape in TUNED_ORDER until `seconds` have passed."""
     device = torch.device("cuda")
-    for dtype in (torch.bfloat16, torch.float16):
-        for m, n, k in bench.LINEAR_SHAPES_GPU:
+    begin = time.monotonic()
+    rows: list[dict] = []
+    for m, n, k in TUNED_ORDER:
+        for dtype in (torch.bfloat16, torch.float16):
+            if time.monotonic() - begin > seconds:
+                break
             x, w, b = inputs(dtype, m, n, k)
             with torch.no_grad():
                 for name in TUNED:
                     tuned = torch.compile(eager(**VARIANTS[name]), fullgraph=True, dynamic=False, mode="max-autotune")
                     impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **VARIANTS[name]),
+                             "eager": functools.partial(eager(**VARIANTS[name]), x, w, b),
                              "compile-max": functools.partial(tuned, x, w, b)}
                     times = bench.measure_impls(impls, device, REPEATS)
-                    record(rows, name, "fwd-max", times, dtype, (m, n, k), 2 * m * n * k)
-            out.write_text(json.dumps(rows, indent=1))
-            print(f"max-autotune {dtype} {m}x{n}x{k} done", file=sys.stderr, flush=True)
+                    rows += rows_of(name, "fwd-max", times, dtype, (m, n, k), 2 * m * n * k, "fusedops")
+            out.write_text(json.dumps(rows))
+            print(f"max-autotune {dtype} {m}x{n}x{k} done at {time.monotonic() - begin:.0f} s", file=sys.stderr,
+                  flush=True)
+
+
+def run_child(args: list[str], env: dict[str, str]) -> list[dict]:
+    part = Path(args[args.index("--json") + 1])
+    subprocess.run([sys.executable, __file__, *args], env={**os.environ, **env}, check=True)
+    rows = json.loads(part.read_text())
+    part.unlink()
+    return rows
+
+
+def case_key(row: dict) -> str:
+    return json.dumps([row["op"], row["pass"], row["dtype"], row["shape"]])
+
+
+def summarize(processes: list[dict]) -> list[dict]:
+    """Per case: each implementation's median time over the processes that ran it,
+    eager's and compile's time over each fusedops path's in the same process (median
+    over that path's processes), and the cuBLASLt path's median time over ours."""
+    cases: dict[str, dict] = {}
+    for proc in processes:
+        by_case: dict[str, dict[str, float]] = {}
+        for row in proc["rows"]:
+            by_case.setdefault(case_key(row), {})[row["impl"]] = row["ms"]
+        for key, times in by_case.items():
+            case = cases.setdefault(key, {"ms": {}, "ratios": {}})
+            for impl, ms in times.items():
+                case["ms"].setdefault(impl, []).append(ms)
+            ours = proc["side"]
+            for base in ("eager", "compile"):
+                if ours in times and base in times:
+                    case["ratios"].setdefault(f"{base}_over_{ours}", []).append(times[base] / times[ours])
+    summary = []
+    for key, case in cases.items():
+        op, pass_, dtype, shape = json.loads(key)
+        ms = {impl: statistics.median(t) for impl, t in case["ms"].items()}
+        entry = {"op": op, "pass": pass_, "dtype": dtype, "shape": shape, "ms": ms,
+                 "processes": {impl: len(t) for impl, t in case["ms"].items()},
+                 **{name: statistics.median(v) for name, v in case["ratios"].items()}}
+        if "fusedops" in ms and "fusedops-cublaslt" in ms:
+            entry["cublaslt_over_fusedops"] = ms["fusedops-cublaslt"] / ms["fusedops"]
+        summary.append(entry)
+    return summary
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, required=True)
-    parser.add_argument("--max-autotune", action="store_true", help="also time torch.compile(mode='max-autotune')")
-    parser.add_argument("--ours-only", action="store_true", help=argparse.SUPPRESS)  # the child process
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-autotune-s", type=float, default=0.0, help="time for the max-autotune stage")
+    parser.add_argument("--child", choices=[*SIDES, "max-autotune"], help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.ours_only:
-        measure(True, args.json, [])
+    if args.child == "max-autotune":
+        child_max_autotune(args.json, args.max_autotune_s)
+        return 0
+    if args.child:
+        child(args.child, args.json)
         return 0
     result = {"command": " ".join(["python", "benchmarks/linear_epilogues.py", *sys.argv[1:]]),
               "environment": {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
                               "fusedops": fusedops.build_info()},
-              "rows": []}
-    measure(False, args.json, result["rows"])
-    args.json.write_text(json.dumps(result, indent=1))
-    child_json = args.json.with_suffix(".sm90.json")
-    env = dict(os.environ, FUSEDOPS_LINEAR_SM90="1")
-    subprocess.run([sys.executable, __file__, "--ours-only", "--json", str(child_json)], env=env, check=True)
-    result["rows"] += [dict(r, impl="fusedops-sm90") for r in json.loads(child_json.read_text())]
-    child_json.unlink()
-    args.json.write_text(json.dumps(result, indent=1))
-    if args.max_autotune:
-        measure_max_autotune(args.json, result["rows"])
+              "processes": [], "summary": [], "max_autotune": []}
+    part = str(args.json.with_suffix(".part.json"))
+    for r in range(args.rounds):
+        for ours in list(SIDES) if r % 2 == 0 else list(SIDES)[::-1]:
+            rows = run_child(["--child", ours, "--json", part], {"FUSEDOPS_LINEAR_SM90": SIDES[ours]})
+            result["processes"].append({"round": r, "side": ours, "rows": rows})
+            result["summary"] = summarize(result["processes"])
+            args.json.write_text(json.dumps(result, indent=1))
+            print(f"round {r}: {ours} done", file=sys.stderr, flush=True)
+    if args.max_autotune_s > 0:
+        result["max_autotune"] = run_child(["--child", "max-autotune", "--json", part,
+                                            "--max-autotune-s", str(args.max_autotune_s)], {})
         args.json.write_text(json.dumps(result, indent=1))
     return 0
 

@@ -1,0 +1,60 @@
+"""Every kernel of linear's sm_90a GEMM once, at small shapes, for compute-sanitizer
+(memcheck, racecheck): the erf GELU with and without aux z and the clamp, in both tile
+configurations (ping-pong 128x128; cooperative 128x256, which the tile rule takes only
+from a grid of 2 x SM count 128x256 tiles and K >= 2048), float16 and bfloat16, with
+partial tiles in M and N. Each result is checked against float64 loosely (a wrong
+kernel, not rounding). Exits non-zero on a mismatch or when our GEMM is not built.
+
+    compute-sanitizer --tool memcheck python tools/gemm_sanitize.py [--cooperative]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import fusedops
+
+
+def check(m: int, n: int, k: int, dtype: torch.dtype, grad: bool) -> None:
+    x = torch.randn(m, k, device="cuda", dtype=dtype)
+    w = torch.randn(n, k, device="cuda", dtype=dtype) / k**0.5
+    b = torch.randn(n, device="cuda", dtype=dtype)
+    cases = {"gelu": dict(activation="gelu"), "gelu clamp": dict(activation="gelu", min=-0.1, max=0.5),
+             "clamp": dict(min=-0.5, max=0.5), "relu max": dict(activation="relu", max=0.7)}
+    act = {None: lambda t: t, "relu": F.relu, "gelu": F.gelu}
+    for name, kw in cases.items():
+        leaves = [t.clone().requires_grad_(grad and name.startswith("gelu")) for t in (x, w, b)]
+        out = fusedops.linear(*leaves, **kw)
+        z = F.linear(x.double(), w.double(), b.double())
+        ref = torch.clamp(act[kw.get("activation")](z), kw.get("min"), kw.get("max"))
+        err = (out.double() - ref).abs().max().item()
+        print(f"{m}x{n}x{k} {dtype} {name} grad={leaves[0].requires_grad}: max error {err:.2e}", flush=True)
+        if not err < 0.05:
+            sys.exit(f"gemm_sanitize: {name} at {m}x{n}x{k} {dtype}: max error {err}")
+        if leaves[0].requires_grad:
+            out.sum().backward()
+    torch.cuda.synchronize()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cooperative", action="store_true", help="also the cooperative tiles (a larger GEMM)")
+    args = parser.parse_args()
+    if "our sm_90a GEMM built" not in fusedops.build_info()["cuda_kernels"] or \
+            torch.cuda.get_device_capability() != (9, 0):
+        sys.exit("gemm_sanitize: needs a build with our sm_90a GEMM and an sm_90 device")
+    for dtype in (torch.bfloat16, torch.float16):
+        for grad in (False, True):
+            check(197, 264, 136, dtype, grad)
+            if args.cooperative:
+                sms = torch.cuda.get_device_properties(0).multi_processor_count
+                check(128 * (2 * sms // 8) + 3, 8 * 256 - 8, 2048, dtype, grad)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
