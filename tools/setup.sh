@@ -23,7 +23,8 @@ echo "setup: installing ${TORCH_SPEC:-torch} and the build tools into $venv"
 
 # linear's sm_90a GEMM needs CUTLASS's headers (third_party/, pinned and
 # hash-checked); without them a CUDA build is cuBLASLt-only and says so.
-if [ "${FUSEDOPS_CUDA:-AUTO}" != OFF ] && [ -z "${FUSEDOPS_CUTLASS_DIR:-}" ] && [ ! -d third_party/cutlass/include/cute ]; then
+if [ "${FUSEDOPS_CUDA:-AUTO}" != OFF ] && [ "${FUSEDOPS_CUTLASS:-AUTO}" != OFF ] && [ -z "${FUSEDOPS_CUTLASS_DIR:-}" ] &&
+  [ ! -d third_party/cutlass/include/cute ]; then
   "$venv/bin/python" tools/get_cutlass.py || echo "setup: no CUTLASS headers: linear on sm_90 stays on cuBLASLt + a pass"
 fi
 
