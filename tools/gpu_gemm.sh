@@ -43,8 +43,7 @@ if has tests; then
   stamp "tests"
   filter=()
   if [ -n "${GEMM_TEST_K:-}" ]; then filter=(-k "$GEMM_TEST_K"); fi
-  python3 -m pytest "$repo/tests/test_linear.py" -q -rs -p no:cacheprovider -n 12 "${filter[@]}" \
-    --junitxml=junit.xml >tests.log 2>&1
+  python3 -m pytest "$repo/tests/test_linear.py" -q -rs -p no:cacheprovider -n 12 "${filter[@]}" >tests.log 2>&1
   rc=$?
   tail -25 tests.log
   [ "$rc" = 0 ] || status=1
@@ -54,10 +53,10 @@ if has sanitize; then
   stamp "sanitize"
   {
     for tool in memcheck racecheck; do
-      extra=()
-      if [ "$tool" = memcheck ]; then extra=(--cooperative); fi
+      extra=() limit=90
+      if [ "$tool" = memcheck ]; then extra=(--cooperative) limit=120; fi
       echo "--- $tool"
-      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 1 \
         python3 "$repo/tools/gemm_sanitize.py" "${extra[@]}"
       echo "--- $tool exit $?"
     done
