@@ -10,8 +10,8 @@ by case, the median over rounds of fusedops' time (and its speedup over eager
 PyTorch, measured in the same process). Writes DIR/ab.json and prints a table.
 
 --env-b NAME=VALUE (repeatable) sets a variable for B's processes only: with the
-same folder as both builds, `--env-b FUSEDOPS_LINEAR_SM90=1` compares linear's
-cuBLASLt path (A) with its sm_90 GEMM (B) in one run.
+same folder as both builds, `--env-b FUSEDOPS_LINEAR_SM90=0` compares linear's
+sm_90 GEMM (A, the default on an H100/H200) with its cuBLASLt path (B) in one run.
 """
 
 from __future__ import annotations
