@@ -12,7 +12,8 @@
 # compute capability 9.0.
 set(FUSEDOPS_CUTLASS_DIR "$ENV{FUSEDOPS_CUTLASS_DIR}" CACHE PATH "CUTLASS include folder (cutlass/, cute/)")
 set(fusedops_cutlass_mode "$ENV{FUSEDOPS_CUTLASS}")
-if(NOT fusedops_cutlass_mode)
+# (STREQUAL: `if(NOT var)` would take OFF, a false constant, for unset)
+if(fusedops_cutlass_mode STREQUAL "")
   set(fusedops_cutlass_mode AUTO)
 endif()
 string(TOUPPER "${fusedops_cutlass_mode}" fusedops_cutlass_mode)
