@@ -7,6 +7,7 @@
 # same wheels natively on arm64 runners; this is what can be proven here.
 #
 #   tools/aarch64/build_test.sh WORK OUT     OUT: the repaired wheels; WORK: state, reused
+#   tools/aarch64/build_test.sh --fetch WORK  only the downloads (.ci/run: in the background)
 #
 # Env: AARCH64_CUDA_ARCHS: the cu13 wheel's archs here (default 9.0;10.0+PTX:
 #      GH200 and GB200; the matrix's full list takes ~3x as long to compile).
@@ -16,7 +17,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-[ $# -eq 2 ] || { sed -n '2,14s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+fetch_only=false
+if [ "${1:-}" = --fetch ]; then fetch_only=true; shift; set -- "${1:-}" "${1:-}/out"; fi
+[ $# -eq 2 ] && [ -n "$1" ] || { sed -n '2,16s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 mkdir -p "$1" "$2"
 work=$(cd "$1" && pwd) out=$(cd "$2" && pwd) repo=$PWD
 root=$work/arm64-root
@@ -64,6 +67,7 @@ done
 # pip itself, run by the aarch64 Python straight from its wheel (pip wheel).
 [ -f "$work/pip/pip-25.3-py3-none-any.whl" ] ||
   python3 -m pip download -q --no-deps -d "$work/pip" pip==25.3 2>&1 | { grep -v 'is ignored' || true; }
+if $fetch_only; then step "downloads done"; exit 0; fi
 
 # The release builds every minor's natively (cibuildwheel); here, by default,
 # those of the torches the tests run under: each other minor is one more aarch64
