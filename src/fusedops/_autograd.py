@@ -29,6 +29,16 @@ def cpp(op: str) -> bool:
     return _loader.AUTOGRAD is not None and op in _loader.AUTOGRAD.ops
 
 
+def direct(op: torch._ops.OpOverload) -> Callable:
+    """The C++ callable behind `op`. OpOverload.__call__ only forwards to it, and
+    that Python frame is a fifth of a small op's host cost (0.7 of 4.2 us for a
+    16x16 add on the CPU); torch.compile, which cannot trace the C++ callable,
+    traces `op` in its place."""
+    call = op._op
+    torch.compiler.substitute_in_graph(call, skip_signature_check=True)(lambda *args: op(*args))
+    return call
+
+
 def raise_out_of_memory(error: RuntimeError) -> None:
     """Re-raises `error`, as torch.OutOfMemoryError where it is the stable
     library's CUDA out-of-memory error (the stable ABI carries no exception

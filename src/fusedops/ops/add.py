@@ -9,8 +9,8 @@ import torch
 
 from .. import _autograd, _checks
 
-_add = torch.ops.fusedops.add.default
-_add_nograd = torch.ops.fusedops._add_nograd.default
+_add = _autograd.direct(torch.ops.fusedops.add.default)
+_add_nograd = _autograd.direct(torch.ops.fusedops._add_nograd.default)
 CPP_AUTOGRAD = _autograd.cpp("add")
 
 

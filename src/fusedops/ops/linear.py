@@ -12,9 +12,9 @@ import torch
 
 from .. import _autograd, _checks
 
-_linear = torch.ops.fusedops.linear.default
-_linear_nograd = torch.ops.fusedops._linear_nograd.default
-_linear_forward = torch.ops.fusedops._linear_forward.default
+_linear = _autograd.direct(torch.ops.fusedops.linear.default)
+_linear_nograd = _autograd.direct(torch.ops.fusedops._linear_nograd.default)
+_linear_forward = _autograd.direct(torch.ops.fusedops._linear_forward.default)
 _linear_backward = torch.ops.fusedops._linear_backward.default
 # With C++ autograd, accel/linear/ also does the autocast and reads the cuBLAS
 # math flags (cublas_math=-1, the schemas' default).
