@@ -5,6 +5,7 @@ impl "fusedops-cublaslt"), beside eager PyTorch and torch.compile measured in th
 processes; then, time-boxed, torch.compile(mode="max-autotune") for +gelu and +clamp.
 
     python benchmarks/linear_epilogues.py --json OUT.json [--rounds 2] [--max-autotune-s 240]
+        [--shapes 4096x4096x4096 ...]
 
 The variable is read once per process, so each path runs in child processes that
 alternate over the rounds (A B, then B A, ...), as benchmarks/ab.py does: a process's
@@ -69,7 +70,7 @@ def rows_of(name, pass_, times, dtype, shape, flops, ours):
              "TFLOPs": flops / ms / 1e9} for impl, ms in times.items()]
 
 
-def child(ours: str, out: Path) -> None:
+def child(ours: str, out: Path, shapes: list[tuple[int, int, int]]) -> None:
     """One process of one path: every case, fusedops beside eager and compile."""
     device = torch.device("cuda")
     bench._compiler_allows_many_shapes()
@@ -77,7 +78,7 @@ def child(ours: str, out: Path) -> None:
     compiled = {name: torch.compile(fn, fullgraph=True, dynamic=True) for name, fn in eagers.items()}
     rows: list[dict] = []
     for dtype in (torch.bfloat16, torch.float16):
-        for m, n, k in bench.LINEAR_SHAPES_GPU:
+        for m, n, k in shapes:
             x, w, b = inputs(dtype, m, n, k)
             with torch.no_grad():
                 for name, kw in VARIANTS.items():
@@ -97,13 +98,13 @@ def child(ours: str, out: Path) -> None:
     out.write_text(json.dumps(rows))
 
 
-def child_max_autotune(out: Path, seconds: float) -> None:
+def child_max_autotune(out: Path, seconds: float, shapes: list[tuple[int, int, int]]) -> None:
     """fusedops (its default path) beside torch.compile(mode="max-autotune"), shape by
     shape in TUNED_ORDER until `seconds` have passed."""
     device = torch.device("cuda")
     begin = time.monotonic()
     rows: list[dict] = []
-    for m, n, k in TUNED_ORDER:
+    for m, n, k in [s for s in TUNED_ORDER if s in shapes] + [s for s in shapes if s not in TUNED_ORDER]:
         for dtype in (torch.bfloat16, torch.float16):
             if time.monotonic() - begin > seconds:
                 break
@@ -168,14 +169,18 @@ def main() -> int:
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-autotune-s", type=float, default=0.0, help="time for the max-autotune stage")
+    parser.add_argument("--shapes", nargs="+", metavar="MxNxK", default=[
+        "x".join(map(str, s)) for s in bench.LINEAR_SHAPES_GPU], help="default: the bench's GPU shapes")
     parser.add_argument("--child", choices=[*SIDES, "max-autotune"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes]
     if args.child == "max-autotune":
-        child_max_autotune(args.json, args.max_autotune_s)
+        child_max_autotune(args.json, args.max_autotune_s, shapes)
         return 0
     if args.child:
-        child(args.child, args.json)
+        child(args.child, args.json, shapes)
         return 0
+    shape_args = ["--shapes", *args.shapes]
     result = {"command": " ".join(["python", "benchmarks/linear_epilogues.py", *sys.argv[1:]]),
               "environment": {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
                               "fusedops": fusedops.build_info()},
@@ -183,13 +188,13 @@ def main() -> int:
     part = str(args.json.with_suffix(".part.json"))
     for r in range(args.rounds):
         for ours in list(SIDES) if r % 2 == 0 else list(SIDES)[::-1]:
-            rows = run_child(["--child", ours, "--json", part], {"FUSEDOPS_LINEAR_SM90": SIDES[ours]})
+            rows = run_child(["--child", ours, "--json", part, *shape_args], {"FUSEDOPS_LINEAR_SM90": SIDES[ours]})
             result["processes"].append({"round": r, "side": ours, "rows": rows})
             result["summary"] = summarize(result["processes"])
             args.json.write_text(json.dumps(result, indent=1))
             print(f"round {r}: {ours} done", file=sys.stderr, flush=True)
     if args.max_autotune_s > 0:
-        result["max_autotune"] = run_child(["--child", "max-autotune", "--json", part,
+        result["max_autotune"] = run_child(["--child", "max-autotune", "--json", part, *shape_args,
                                             "--max-autotune-s", str(args.max_autotune_s)], {})
         args.json.write_text(json.dumps(result, indent=1))
     return 0

@@ -9,7 +9,10 @@
 # GEMM_WHEEL=FILE installs that wheel instead of building; GEMM_STAGES (default
 # "build tests sanitize bench") picks stages; GEMM_ROUNDS (2) and
 # GEMM_MAX_AUTOTUNE_S (0: none) are the bench's --rounds and --max-autotune-s;
-# GEMM_TEST_K (a pytest -k expression) narrows the tests.
+# GEMM_TEST_K (a pytest -k expression) narrows the tests; GEMM_TEST_FILES (default
+# tests/test_linear.py) picks the test files; GEMM_SANITIZE_TOOLS (default
+# "memcheck racecheck") the compute-sanitizer tools; GEMM_RACECHECK_COOPERATIVE=1
+# runs racecheck on the cooperative kernels instead of the ping-pong ones.
 set -uo pipefail
 
 out=${1:?usage: tools/gpu_gemm.sh OUTDIR}
@@ -43,7 +46,8 @@ if has tests; then
   stamp "tests"
   filter=()
   if [ -n "${GEMM_TEST_K:-}" ]; then filter=(-k "$GEMM_TEST_K"); fi
-  python3 -m pytest "$repo/tests/test_linear.py" -q -rs -p no:cacheprovider -n 12 "${filter[@]}" >tests.log 2>&1
+  read -ra files <<< "${GEMM_TEST_FILES:-tests/test_linear.py}"
+  python3 -m pytest "${files[@]/#/$repo/}" -q -rs -p no:cacheprovider -n 12 "${filter[@]}" >tests.log 2>&1
   rc=$?
   tail -25 tests.log
   [ "$rc" = 0 ] || status=1
@@ -52,9 +56,11 @@ fi
 if has sanitize; then
   stamp "sanitize"
   {
-    for tool in memcheck racecheck; do
+    for tool in ${GEMM_SANITIZE_TOOLS:-memcheck racecheck}; do
+      # racecheck on the cooperative kernels (a larger GEMM) only where asked: it is slow.
       extra=() limit=90
       if [ "$tool" = memcheck ]; then extra=(--cooperative) limit=120; fi
+      if [ "$tool" = racecheck ] && [ -n "${GEMM_RACECHECK_COOPERATIVE:-}" ]; then extra=(--cooperative-only) limit=240; fi
       echo "--- $tool"
       PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 1 \
         python3 "$repo/tools/gemm_sanitize.py" "${extra[@]}"
