@@ -58,12 +58,6 @@ def train_step(fn, leaves, grad):
     return torch.autograd.grad(fn(*leaves), leaves, grad)
 
 
-def inputs(dtype, m, n, k):
-    x = torch.randn(m, k, device="cuda", dtype=dtype)
-    w = torch.randn(n, k, device="cuda", dtype=dtype) / k**0.5
-    return x, w, torch.randn(n, device="cuda", dtype=dtype)
-
-
 def rows_of(name, pass_, times, dtype, shape, flops, ours):
     return [{"op": name, "pass": pass_, "impl": ours if impl == "fusedops" else impl,
              "dtype": str(dtype).removeprefix("torch."), "shape": list(shape), "ms": ms,
@@ -79,7 +73,7 @@ def child(ours: str, out: Path, shapes: list[tuple[int, int, int]]) -> None:
     rows: list[dict] = []
     for dtype in (torch.bfloat16, torch.float16):
         for m, n, k in shapes:
-            x, w, b = inputs(dtype, m, n, k)
+            x, w, b = bench.linear_inputs(torch.device("cuda"), dtype, m, n, k)
             with torch.no_grad():
                 for name, kw in VARIANTS.items():
                     impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **kw),
@@ -108,7 +102,7 @@ def child_max_autotune(out: Path, seconds: float, shapes: list[tuple[int, int, i
         for dtype in (torch.bfloat16, torch.float16):
             if time.monotonic() - begin > seconds:
                 break
-            x, w, b = inputs(dtype, m, n, k)
+            x, w, b = bench.linear_inputs(torch.device("cuda"), dtype, m, n, k)
             with torch.no_grad():
                 for name in TUNED:
                     tuned = torch.compile(eager(**VARIANTS[name]), fullgraph=True, dynamic=False, mode="max-autotune")

@@ -52,9 +52,7 @@ def main() -> int:
     rows = []
     for dtype in (torch.bfloat16, torch.float16):
         for m, n, k in SHAPES:
-            x = torch.randn(m, k, device=device, dtype=dtype)
-            w = torch.randn(n, k, device=device, dtype=dtype) / k**0.5
-            b = torch.randn(n, device=device, dtype=dtype)
+            x, w, b = bench.linear_inputs(device, dtype, m, n, k)
             with torch.no_grad():
                 for name, kw in VARIANTS.items():
                     fns = {"fusedops": functools.partial(fusedops.linear, x, w, b, **kw),

@@ -302,6 +302,12 @@ LINEAR_VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+def linear_inputs(device: torch.device, dtype: torch.dtype, m: int, n: int, k: int):
+    """x [m, k], weight [n, k] (scaled so outputs stay O(1)) and bias [n]: random."""
+    x = torch.randn(m, k, device=device, dtype=dtype)
+    return x, torch.randn(n, k, device=device, dtype=dtype) / k**0.5, torch.randn(n, device=device, dtype=dtype)
+
+
 def _eager_linear(activation=None, min=None, max=None) -> Callable[..., torch.Tensor]:
     """The eager PyTorch composition of one epilogue."""
     act = {None: lambda t: t, "relu": F.relu, "gelu": F.gelu}[activation]
@@ -335,9 +341,7 @@ def bench_linear(device: torch.device, numel: int, repeats: int, quick: bool = F
     rows: list[dict[str, Any]] = []
     for dtype in dtypes:
         for m, n, k in shapes:
-            x = torch.randn(m, k, device=device, dtype=dtype)
-            w = torch.randn(n, k, device=device, dtype=dtype) / k**0.5
-            b = torch.randn(n, device=device, dtype=dtype)
+            x, w, b = linear_inputs(device, dtype, m, n, k)
             with torch.no_grad():
                 for name, kw in LINEAR_VARIANTS.items():
                     impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **kw),
