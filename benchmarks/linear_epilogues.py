@@ -5,7 +5,11 @@ impl "fusedops-cublaslt"), beside eager PyTorch and torch.compile measured in th
 processes; then, time-boxed, torch.compile(mode="max-autotune") for +gelu and +clamp.
 
     python benchmarks/linear_epilogues.py --json OUT.json [--rounds 2] [--max-autotune-s 240]
-        [--shapes 4096x4096x4096 ...]
+        [--shapes 4096x4096x4096 ...] [--variants linear+gelu ...] [--device-time]
+
+--device-time times each call from replays of a CUDA graph of GRAPH_CALLS calls instead:
+the device's time alone (what sets the tile rule, where a call is host-bound), forward
+only, without torch.compile.
 
 The variable is read once per process, so each path runs in child processes that
 alternate over the rounds (A B, then B A, ...), as benchmarks/ab.py does: a process's
@@ -44,7 +48,10 @@ TUNED = ("linear+gelu", "linear+clamp")
 TUNED_ORDER = [(4096, 4096, 4096), (16384, 4096, 1024), (16384, 1024, 4096), (1024, 1024, 1024),
                (32, 4096, 4096), (8192, 8192, 8192)]
 REPEATS = 30
-SIDES = {"fusedops": "1", "fusedops-cublaslt": "0"}  # impl name: FUSEDOPS_LINEAR_SM90
+GRAPH_CALLS = 16
+# impl name: FUSEDOPS_LINEAR_SM90 (the last two force a tile configuration wherever the kernels run)
+SIDES = {"fusedops": "1", "fusedops-cublaslt": "0", "fusedops-pingpong": "pingpong",
+         "fusedops-cooperative": "cooperative"}
 
 
 def eager(activation=None, min=None, max=None):
@@ -64,23 +71,37 @@ def rows_of(name, pass_, times, dtype, shape, flops, ours):
              "TFLOPs": flops / ms / 1e9} for impl, ms in times.items()]
 
 
-def child(ours: str, out: Path, shapes: list[tuple[int, int, int]]) -> None:
-    """One process of one path: every case, fusedops beside eager and compile."""
+def device_times(impls: dict, device: torch.device) -> dict[str, float]:
+    """Per call ms of each implementation from replays of a CUDA graph of it."""
+    replays = bench.graph_replays(impls, device, GRAPH_CALLS)
+    return {impl: ms / GRAPH_CALLS for impl, ms in bench.measure_impls(replays, device, REPEATS).items()}
+
+
+def child(ours: str, out: Path, shapes: list[tuple[int, int, int]], variants: list[str], dtypes: list[str],
+          graphed: bool) -> None:
+    """One process of one path: every case, fusedops beside eager and compile
+    (with `graphed`: device time, beside eager only)."""
     device = torch.device("cuda")
     bench._compiler_allows_many_shapes()
     eagers = {name: eager(**kw) for name, kw in VARIANTS.items()}
     compiled = {name: torch.compile(fn, fullgraph=True, dynamic=True) for name, fn in eagers.items()}
     rows: list[dict] = []
-    for dtype in (torch.bfloat16, torch.float16):
+    for dtype in (getattr(torch, name) for name in dtypes):
         for m, n, k in shapes:
             x, w, b = bench.linear_inputs(torch.device("cuda"), dtype, m, n, k)
             with torch.no_grad():
-                for name, kw in VARIANTS.items():
-                    impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **kw),
-                             "eager": functools.partial(eagers[name], x, w, b),
-                             "compile": functools.partial(compiled[name], x, w, b)}
+                for name in variants:
+                    impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **VARIANTS[name]),
+                             "eager": functools.partial(eagers[name], x, w, b)}
+                    if graphed:
+                        rows += rows_of(name, "fwd-device", device_times(impls, device), dtype, (m, n, k),
+                                        2 * m * n * k, ours)
+                        continue
+                    impls["compile"] = functools.partial(compiled[name], x, w, b)
                     times = bench.measure_impls(impls, device, REPEATS)
                     rows += rows_of(name, "fwd", times, dtype, (m, n, k), 2 * m * n * k, ours)
+            if graphed:
+                continue
             leaves = tuple(t.clone().requires_grad_() for t in (x, w, b))
             grad = torch.randn(m, n, device=device, dtype=dtype)
             impls = {"fusedops": functools.partial(train_step, functools.partial(fusedops.linear, activation="gelu"),
@@ -152,8 +173,9 @@ def summarize(processes: list[dict]) -> list[dict]:
         entry = {"op": op, "pass": pass_, "dtype": dtype, "shape": shape, "ms": ms,
                  "processes": {impl: len(t) for impl, t in case["ms"].items()},
                  **{name: statistics.median(v) for name, v in case["ratios"].items()}}
-        if "fusedops" in ms and "fusedops-cublaslt" in ms:
-            entry["cublaslt_over_fusedops"] = ms["fusedops-cublaslt"] / ms["fusedops"]
+        for side in SIDES:
+            if side != "fusedops-cublaslt" and side in ms and "fusedops-cublaslt" in ms:
+                entry[f"cublaslt_over_{side}"] = ms["fusedops-cublaslt"] / ms[side]
         summary.append(entry)
     return summary
 
@@ -165,6 +187,11 @@ def main() -> int:
     parser.add_argument("--max-autotune-s", type=float, default=0.0, help="time for the max-autotune stage")
     parser.add_argument("--shapes", nargs="+", metavar="MxNxK", default=[
         "x".join(map(str, s)) for s in bench.LINEAR_SHAPES_GPU], help="default: the bench's GPU shapes")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--dtypes", nargs="+", choices=["bfloat16", "float16"], default=["bfloat16", "float16"])
+    parser.add_argument("--sides", nargs="+", choices=list(SIDES), default=list(SIDES)[:2],
+                        help="the paths to compare (default: ours by its rule, and cuBLASLt + the pass)")
+    parser.add_argument("--device-time", action="store_true", help="CUDA-graph replays: device time, forward only")
     parser.add_argument("--child", choices=[*SIDES, "max-autotune"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes]
@@ -172,16 +199,17 @@ def main() -> int:
         child_max_autotune(args.json, args.max_autotune_s, shapes)
         return 0
     if args.child:
-        child(args.child, args.json, shapes)
+        child(args.child, args.json, shapes, args.variants, args.dtypes, args.device_time)
         return 0
-    shape_args = ["--shapes", *args.shapes]
+    shape_args = ["--shapes", *args.shapes, "--variants", *args.variants, "--dtypes", *args.dtypes,
+                  *(["--device-time"] * args.device_time)]
     result = {"command": " ".join(["python", "benchmarks/linear_epilogues.py", *sys.argv[1:]]),
               "environment": {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
                               "fusedops": fusedops.build_info()},
               "processes": [], "summary": [], "max_autotune": []}
     part = str(args.json.with_suffix(".part.json"))
     for r in range(args.rounds):
-        for ours in list(SIDES) if r % 2 == 0 else list(SIDES)[::-1]:
+        for ours in args.sides if r % 2 == 0 else args.sides[::-1]:
             rows = run_child(["--child", ours, "--json", part, *shape_args], {"FUSEDOPS_LINEAR_SM90": SIDES[ours]})
             result["processes"].append({"round": r, "side": ours, "rows": rows})
             result["summary"] = summarize(result["processes"])

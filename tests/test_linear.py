@@ -188,13 +188,17 @@ def test_backward_op_checks_its_arguments(device):
 
 # ---- the CUDA kernel choice: our sm_90a GEMM against cuBLASLt + a pass ----------------------
 # On sm_90, in a build that had CUTLASS, the erf GELU (any bounds) and the clamps without an
-# activation or after relu run in our own GEMM when the call suits it (float16 / bfloat16,
-# M > 64, K <= 4096, 16-byte aligned pointers and rows; with a gradient only the GELU, which
-# also writes z); everything else takes cuBLASLt + the elementwise pass, as does every call
-# in a process started with FUSEDOPS_LINEAR_SM90=0. These tests check whichever path is active
-# against float64; test_sm90_cublaslt_forced runs them again in a process with the variable.
+# activation or after relu run in our own GEMM where the call suits it (float16 / bfloat16,
+# 16-byte aligned pointers and rows; with a gradient only the GELU, which also writes z) and
+# its rule prefers it (M > 64, K <= 4096, a grid of at least 1.75 waves of 128x128 tiles);
+# everything else takes cuBLASLt + the elementwise pass. FUSEDOPS_LINEAR_SM90 (read once per
+# process) changes that: 0 puts every call on cuBLASLt + the pass, pingpong / cooperative
+# every call the kernels can take on that tile configuration, whatever its size. These tests
+# check whichever path is active against float64; the *_forced tests run them again in a
+# process with each value, so that every case below also runs in each of our kernels.
 
-SM90_OFF = os.environ.get("FUSEDOPS_LINEAR_SM90") == "0"
+SM90_MODE = os.environ.get("FUSEDOPS_LINEAR_SM90", "1")
+SM90_FORCED = SM90_MODE in ("pingpong", "cooperative")
 
 
 def sm90_gemm_built():
@@ -203,7 +207,12 @@ def sm90_gemm_built():
 
 
 def sm90_gemm_active():
-    return not SM90_OFF and sm90_gemm_built()
+    return SM90_MODE != "0" and sm90_gemm_built()
+
+
+def rule_tiles():
+    """The fewest 128x128 output tiles our GEMM's rule takes on this GPU (1.75 waves)."""
+    return -(-7 * torch.cuda.get_device_properties(0).multi_processor_count // 4)
 
 
 def strided_rows(rows, cols, pad, dtype, offset=0):
@@ -212,30 +221,30 @@ def strided_rows(rows, cols, pad, dtype, offset=0):
     return base[offset:].view(rows, cols + pad)[:, :cols] if pad or offset else base.view(rows, cols)
 
 
-# (M, K, N, x's row padding, x's offset, weight's layout, bias): which path a GELU or a clamp
-# takes on sm_90 when our GEMM is on ("ours"), and which of its tile configurations.
+# (M, K, N, x's row padding, x's offset, weight's layout, bias): what each case exercises of
+# our GEMM where a forced tile configuration runs it ("ours"), and of the path choice.
 GEMM_CASES = {
-    "M=1": (1, 64, 128, 0, 0, "rows", True),               # cuBLASLt (M <= 64)
-    "M=64": (64, 64, 136, 0, 0, "rows", True),             # cuBLASLt
-    "M=65": (65, 64, 136, 0, 0, "rows", True),             # ours from here (ping-pong 128x128)
-    "odd M": (333, 200, 264, 0, 0, "rows", False),         # ours, partial tiles in M
-    "ragged N tile": (257, 72, 200, 0, 0, "rows", True),   # ours, N not a tile multiple
+    "M=1": (1, 64, 128, 0, 0, "rows", True),               # ours when forced, else cuBLASLt (M <= 64)
+    "M=64": (64, 64, 136, 0, 0, "rows", True),             # likewise
+    "M=65": (65, 64, 136, 0, 0, "rows", True),             # ours when forced (too small a grid for the rule)
+    "odd M": (333, 200, 264, 0, 0, "rows", False),         # ours: partial tiles in M
+    "ragged N tile": (257, 72, 200, 0, 0, "rows", True),   # ours: N not a tile multiple
     "K unaligned": (129, 61, 128, 0, 0, "rows", True),     # cuBLASLt (K % 8)
     "N unaligned": (129, 64, 131, 0, 0, "rows", True),     # cuBLASLt (N % 8)
-    "row stride": (130, 96, 64, 8, 0, "rows", True),       # ours (aligned padded rows)
+    "row stride": (130, 96, 64, 8, 0, "rows", True),       # ours: aligned padded rows
     "odd row stride": (130, 96, 64, 3, 0, "rows", True),   # cuBLASLt
     "offset": (130, 96, 64, 0, 1, "rows", True),           # cuBLASLt (misaligned pointer)
     "weight transposed": (130, 96, 64, 0, 0, "transposed", True),  # cuBLASLt
-    "long K": (200, 4096, 256, 0, 0, "rows", True),        # ours, ping-pong (a grid too small for 128x256)
-    "K > 4096": (96, 4104, 64, 0, 0, "rows", True),        # cuBLASLt (its mainloop wins there)
-    "K=2040": (4229, 2040, 2056, 0, 0, "rows", True),      # ours, ping-pong (K < 2048)
-    "cooperative": (4229, 2048, 2056, 0, 0, "rows", True),  # ours, cooperative 128x256 (odd M, ragged N)
+    "long K": (200, 4096, 256, 0, 0, "rows", True),        # ours
+    "K > 4096": (96, 4104, 64, 0, 0, "rows", True),        # ours when forced, else cuBLASLt
+    "K=2040": (4229, 2040, 2056, 0, 0, "rows", True),      # ours by the rule too (561 tiles), odd M
+    "large": (4229, 2048, 2056, 0, 0, "rows", True),       # ours by the rule too: cooperative, ragged N
 }
 EPILOGUES = {"gelu": ("gelu", None, None), "gelu clamp": ("gelu", -0.1, 0.6), "gelu min": ("gelu", 0.05, None),
              "tanh max": ("gelu_tanh", None, 0.3), "clamp": (None, -0.5, 0.5), "min": (None, -0.3, None),
              "relu max": ("relu", None, 0.8), "relu clamp": ("relu", -0.2, 0.6), "relu min": ("relu", 0.2, None),
              "reversed": (None, 0.5, -0.5), "plain": (None, None, None)}
-BIG_CASES = ("K=2040", "cooperative")
+BIG_CASES = ("K=2040", "large")
 
 
 def gemm_inputs(case, dtype, requires_grad=False):
@@ -308,13 +317,15 @@ def test_gelu_over_its_range(dtype):
     x = x[x.abs() <= 16]
     x = torch.cat([x, x.new_zeros(-x.numel() % 128)]).view(-1, 128)
     x = torch.cat([x, x.new_zeros(max(0, 65 - x.shape[0]), 128)])
-    w = torch.eye(128, dtype=dtype, device="cuda")
-    out = fusedops.linear(x, w, activation="gelu")
-    z = x.double()
+    # Stacked identities, enough output tiles for our GEMM's rule: out[:, j] = x[:, j % 128].
+    copies = -(-rule_tiles() // -(-x.shape[0] // 128))
+    w = torch.eye(128, dtype=dtype, device="cuda").repeat(copies, 1)
+    out = fusedops.linear(x, w, activation="gelu").view(x.shape[0], copies, 128)
+    z = x.double()[:, None, :]
     expected = z * 0.5 * torch.special.erfc(-z / 2**0.5)  # F.gelu's 1 + erf(z / sqrt2) cancels below -8
     tail = 1e-36 if dtype == torch.bfloat16 else 1e-7  # half the smallest subnormal (about)
     ulp = 2.0**-7 if dtype == torch.bfloat16 else 2.0**-10
-    torch.testing.assert_close(out.double(), expected.to(dtype).double(), rtol=ulp,
+    torch.testing.assert_close(out.double(), expected.to(dtype).double().expand_as(out), rtol=ulp,
                                atol=tail if sm90_gemm_active() else 1e-6)
 
 
@@ -328,11 +339,19 @@ def cuda_kernels_of(fn):
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 def test_which_kernels_run():
     """One fused kernel for the erf GELU and the clamps (no elementwise pass) where our GEMM
-    is active, else the GEMM and the pass; plain, relu and the tanh GELU stay on cuBLASLt's
-    own epilogues, small M on cuBLASLt + the pass, either way."""
-    x, w, b = gemm_inputs("M=65", torch.bfloat16)
-    def run(**kw):
-        return cuda_kernels_of(lambda: fusedops.linear(x, w, b, **kw))
+    is active and its rule takes the call, else the GEMM and the pass; plain, relu and the
+    tanh GELU stay on cuBLASLt's own epilogues either way. At the rule's boundaries (M = 64,
+    a grid one tile short of 1.75 waves, K > 4096) cuBLASLt + the pass, unless a tile
+    configuration is forced, which takes them all."""
+    tiles = rule_tiles()
+    x = torch.randn(65, 64, device="cuda", dtype=torch.bfloat16)  # one row of 128x128 tiles
+    w = torch.randn(128 * tiles, 64, device="cuda", dtype=torch.bfloat16) / 8
+    b = torch.randn(128 * tiles, device="cuda", dtype=torch.bfloat16)
+    x_long = torch.randn(65, 4104, device="cuda", dtype=torch.bfloat16)
+    w_long = torch.randn(128 * tiles, 4104, device="cuda", dtype=torch.bfloat16) / 64
+
+    def run(*inputs, **kw):
+        return cuda_kernels_of(lambda: fusedops.linear(*(inputs or (x, w, b)), **kw))
 
     def ours(names):  # CUTLASS's kernel template (the profiler cuts long names in the middle)
         return [name for name in names if "cutlass13device_kernel" in name and "GemmUniversal" in name]
@@ -345,18 +364,21 @@ def test_which_kernels_run():
                  "clamp": run(min=-1.0, max=1.0), "relu max": run(activation="relu", max=1.0)}
         cublas = {"plain": run(), "relu": run(activation="relu"), "tanh": run(activation="gelu_tanh"),
                   "tanh max": run(activation="gelu_tanh", max=1.0)}
-        small = cuda_kernels_of(lambda: fusedops.linear(x[:64], w, b, activation="gelu"))
+        edges = {"M=64": run(x[:64], w, b, activation="gelu"),
+                 "grid": run(x, w[:-128], b[:-128], activation="gelu"),
+                 "K > 4096": run(x_long, w_long, b, min=-1.0)}
     leaves = tuple(t.clone().requires_grad_() for t in (x, w, b))
     grad_gelu = cuda_kernels_of(lambda: fusedops.linear(*leaves, activation="gelu"))
     grad_clamp = cuda_kernels_of(lambda: fusedops.linear(*leaves, min=-1.0))
-    for name, kernels in {**fused, "gelu with grad": grad_gelu}.items():
-        if sm90_gemm_active():
+    forced = SM90_FORCED and sm90_gemm_built()
+    for name, kernels in {**fused, "gelu with grad": grad_gelu, **edges}.items():
+        if sm90_gemm_active() and (forced or name not in edges):
             assert len(ours(kernels)) == 1 and not passes(kernels), (name, kernels)
         else:
             assert not ours(kernels) and passes(kernels), (name, kernels)
-    for name, kernels in {**cublas, "small M": small, "clamp with grad": grad_clamp}.items():
+    for name, kernels in {**cublas, "clamp with grad": grad_clamp}.items():
         assert not ours(kernels), (name, kernels)
-    for kernels in (small, grad_clamp, cublas["tanh max"]):
+    for kernels in (grad_clamp, cublas["tanh max"]):
         assert passes(kernels), kernels
     for kernels in (cublas["plain"], cublas["relu"], cublas["tanh"]):
         assert not passes(kernels), kernels
@@ -393,16 +415,34 @@ def test_gemm_in_cuda_graph_and_compile(grad, epilogue):
             torch.testing.assert_close(g_, e_ * 2, **GEMM_TOLERANCE[torch.bfloat16])
 
 
-@pytest.mark.skipif(not sm90_gemm_built() or SM90_OFF, reason="needs our sm_90a GEMM and an sm_90 device")
-def test_sm90_cublaslt_forced():
-    """FUSEDOPS_LINEAR_SM90=0 puts every call on cuBLASLt + the pass: the kernel-choice tests
-    above, in a process started with it (the path every other GPU takes, here on sm_90)."""
+FORCED_TESTS = "gemm_paths or nan_inf_inputs or gelu_over or which_kernels or graph_and_compile"
+
+
+@pytest.mark.skipif(not sm90_gemm_built() or SM90_MODE != "1", reason="needs our sm_90a GEMM and an sm_90 device")
+@pytest.mark.parametrize("mode", ["0", "pingpong", "cooperative"])
+def test_sm90_paths_forced(mode):
+    """The kernel-choice tests above in a process started with FUSEDOPS_LINEAR_SM90=mode: 0 puts
+    every call on cuBLASLt + the pass (the path every other GPU takes, here on sm_90),
+    pingpong / cooperative every call our kernels can take on that tile configuration, so that
+    each kernel meets every case (M = 1, odd sizes, partial tiles, long K)."""
     tests = Path(__file__).resolve().parent
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests / "test_linear.py"),
-               "-k", "gemm_paths or nan_inf_inputs or gelu_over or which_kernels or graph_and_compile"]
+               "-k", FORCED_TESTS]
     if os.environ.get("PYTEST_XDIST_WORKER"):
         command += ["-n", "4"]
-    result = subprocess.run(command, env={**os.environ, "FUSEDOPS_LINEAR_SM90": "0"}, capture_output=True,
+    result = subprocess.run(command, env={**os.environ, "FUSEDOPS_LINEAR_SM90": mode}, capture_output=True,
                             text=True, timeout=1200)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout, result.stdout[-2000:]
+
+
+@pytest.mark.skipif(not sm90_gemm_built(), reason="needs our sm_90a GEMM and an sm_90 device")
+def test_sm90_mode_unknown_value():
+    """A mistyped FUSEDOPS_LINEAR_SM90 is refused with the values it takes, not ignored."""
+    code = ("import torch, fusedops\n"
+            "x = torch.randn(256, 64, device='cuda', dtype=torch.bfloat16)\n"
+            "fusedops.linear(x, x[:128], activation='gelu')\n")
+    result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FUSEDOPS_LINEAR_SM90": "pingpng"},
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "FUSEDOPS_LINEAR_SM90 must be unset, 0, 1, pingpong or cooperative" in result.stderr, result.stderr[-2000:]

@@ -1,16 +1,16 @@
-"""Every kernel of linear's sm_90a GEMM once, at small shapes, for compute-sanitizer
-(memcheck, racecheck): the erf GELU with and without aux z and the clamp, in both tile
-configurations (ping-pong 128x128; cooperative 128x256, which the tile rule takes only
-from a grid of 2 x SM count 128x256 tiles and K >= 2048), float16 and bfloat16, with
-partial tiles in M and N. Each result is checked against float64 loosely (a wrong
-kernel, not rounding). Exits non-zero on a mismatch or when our GEMM is not built.
+"""Every kernel of linear's sm_90a GEMM once, at a small shape, for compute-sanitizer
+(memcheck, racecheck): the erf GELU with and without aux z and the clamp, float16 and
+bfloat16, with partial tiles in M and N, in the tile configuration FUSEDOPS_LINEAR_SM90
+forces (pingpong or cooperative: required, since the tile rule would give so small a
+GEMM to cuBLASLt). Each result is checked against float64 loosely (a wrong kernel, not
+rounding). Exits non-zero on a mismatch or when our GEMM is not built.
 
-    compute-sanitizer --tool memcheck python tools/gemm_sanitize.py [--cooperative | --cooperative-only]
+    FUSEDOPS_LINEAR_SM90=pingpong compute-sanitizer --tool memcheck python tools/gemm_sanitize.py
 """
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 
 import torch
@@ -43,21 +43,14 @@ def check(m: int, n: int, k: int, dtype: torch.dtype, grad: bool) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cooperative", action="store_true", help="also the cooperative tiles (a larger GEMM)")
-    parser.add_argument("--cooperative-only", action="store_true",
-                        help="the cooperative tiles alone (racecheck is slow on the larger GEMM)")
-    args = parser.parse_args()
     if "our sm_90a GEMM built" not in fusedops.build_info()["cuda_kernels"] or \
             torch.cuda.get_device_capability() != (9, 0):
         sys.exit("gemm_sanitize: needs a build with our sm_90a GEMM and an sm_90 device")
+    if os.environ.get("FUSEDOPS_LINEAR_SM90") not in ("pingpong", "cooperative"):
+        sys.exit("gemm_sanitize: set FUSEDOPS_LINEAR_SM90 to pingpong or cooperative (the kernels to check)")
     for dtype in (torch.bfloat16, torch.float16):
         for grad in (False, True):
-            if not args.cooperative_only:
-                check(197, 264, 136, dtype, grad)
-            if args.cooperative or args.cooperative_only:
-                sms = torch.cuda.get_device_properties(0).multi_processor_count
-                check(128 * (2 * sms // 8) + 3, 8 * 256 - 8, 2048, dtype, grad)
+            check(197, 264, 136, dtype, grad)
     return 0
 
 

@@ -11,8 +11,9 @@
 # GEMM_MAX_AUTOTUNE_S (0: none) are the bench's --rounds and --max-autotune-s;
 # GEMM_TEST_K (a pytest -k expression) narrows the tests; GEMM_TEST_FILES (default
 # tests/test_linear.py) picks the test files; GEMM_SANITIZE_TOOLS (default
-# "memcheck racecheck") the compute-sanitizer tools; GEMM_RACECHECK_COOPERATIVE=1
-# runs racecheck on the cooperative kernels instead of the ping-pong ones.
+# "memcheck racecheck") the compute-sanitizer tools, each run on both tile
+# configurations (tools/gemm_sanitize.py under FUSEDOPS_LINEAR_SM90=pingpong, then
+# =cooperative).
 set -uo pipefail
 
 out=${1:?usage: tools/gpu_gemm.sh OUTDIR}
@@ -57,18 +58,16 @@ if has sanitize; then
   stamp "sanitize"
   {
     for tool in ${GEMM_SANITIZE_TOOLS:-memcheck racecheck}; do
-      # racecheck on the cooperative kernels (a larger GEMM) only where asked: it is slow.
-      extra=() limit=90
-      if [ "$tool" = memcheck ]; then extra=(--cooperative) limit=120; fi
-      if [ "$tool" = racecheck ] && [ -n "${GEMM_RACECHECK_COOPERATIVE:-}" ]; then extra=(--cooperative-only) limit=240; fi
-      echo "--- $tool"
-      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 1 \
-        python3 "$repo/tools/gemm_sanitize.py" "${extra[@]}"
-      echo "--- $tool exit $?"
+      for tiles in pingpong cooperative; do
+        echo "--- $tool $tiles"
+        FUSEDOPS_LINEAR_SM90=$tiles PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 120 \
+          compute-sanitizer --tool "$tool" --error-exitcode 1 python3 "$repo/tools/gemm_sanitize.py"
+        echo "--- $tool $tiles exit $?"
+      done
     done
   } >sanitize.log 2>&1
   grep -E '^--- |ERROR SUMMARY|RACECHECK SUMMARY|gemm_sanitize:' sanitize.log
-  grep -qE -- '--- (memcheck|racecheck) exit [^0]' sanitize.log && status=1
+  grep -qE -- '--- (memcheck|racecheck) [a-z]+ exit [^0]' sanitize.log && status=1
 fi
 
 if has bench; then

@@ -74,14 +74,26 @@ Tensor dense_bias(const Tensor& bias) {
 }
 
 #ifdef FUSEDOPS_WITH_CUTLASS
-// Our sm_90a GEMM is on unless FUSEDOPS_LINEAR_SM90=0 (read once per process:
-// the same-run A/B and the tests of the cuBLASLt path on sm_90 use it).
-bool sm90_enabled() {
-  static const bool on = [] {
+// FUSEDOPS_LINEAR_SM90, read once per process: unset or 1, our sm_90a GEMM
+// where its rule prefers it; 0, never (cuBLASLt + the pass: the same-run A/B
+// and the tests of that path on sm_90); pingpong / cooperative, wherever the
+// kernels can run, in that tile configuration (measurements of the rule,
+// tests of each kernel at any size).
+enum class Sm90Mode { Off, Rule, PingPong, Cooperative };
+
+Sm90Mode sm90_mode() {
+  static const std::optional<Sm90Mode> mode = []() -> std::optional<Sm90Mode> {
     const char* v = std::getenv("FUSEDOPS_LINEAR_SM90");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    if (v == nullptr || std::strcmp(v, "1") == 0) return Sm90Mode::Rule;
+    if (std::strcmp(v, "0") == 0) return Sm90Mode::Off;
+    if (std::strcmp(v, "pingpong") == 0) return Sm90Mode::PingPong;
+    if (std::strcmp(v, "cooperative") == 0) return Sm90Mode::Cooperative;
+    return std::nullopt;
   }();
-  return on;
+  FUSEDOPS_CHECK(
+      mode.has_value(), "linear",
+      "the environment variable FUSEDOPS_LINEAR_SM90 must be unset, 0, 1, pingpong or cooperative");
+  return *mode;
 }
 
 // Compute capability 9.0 exactly (read once per device): the kernels are
@@ -126,7 +138,9 @@ std::optional<cuda::sm90::LinearGemm> sm90_epilogue(const LinearEpilogue& e, boo
 bool forward_sm90(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, const LinearEpilogue& e,
                   const ForwardBuffers& buf) {
   std::optional<cuda::sm90::LinearGemm> epilogue = sm90_epilogue(e, buf.want_aux);
-  if (!epilogue || !sm90_enabled()) return false;
+  if (!epilogue) return false;
+  const Sm90Mode mode = sm90_mode();
+  if (mode == Sm90Mode::Off) return false;
   const int device = x2d.get_device_index();
   if (x2d.stride(1) != 1 || weight.stride(1) != 1 || x2d.stride(0) < x2d.size(1) ||
       weight.stride(0) < weight.size(1) || !is_sm90(device)) {
@@ -144,7 +158,10 @@ bool forward_sm90(const Tensor& x2d, const Tensor& weight, const OptTensor& bias
   g.n = weight.size(0);
   g.k = x2d.size(1);
   g.sm_count = cuda::device_info("linear", device).sm_count;
-  if (!cuda::sm90::supported(g)) return false;
+  g.tiles = mode == Sm90Mode::PingPong      ? cuda::sm90::Tiles::PingPong128
+            : mode == Sm90Mode::Cooperative ? cuda::sm90::Tiles::Cooperative256
+                                            : cuda::sm90::Tiles::ByRule;
+  if (!cuda::sm90::supported(g) || (mode == Sm90Mode::Rule && !cuda::sm90::preferred(g))) return false;
   Tensor b;
   if (has_bias(bias)) {
     b = dense_bias(*bias);

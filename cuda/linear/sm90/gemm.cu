@@ -24,10 +24,7 @@ bool supported(const LinearGemm& g) {
   if (g.dtype != DType::BFloat16 && g.dtype != DType::Float16) return false;
   if (g.aux != nullptr && g.act != Act::Gelu) return false;
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  if (g.m <= 64 || g.n < 1 || g.k < 1 || g.m > kMax || g.n > kMax) return false;
-  // Past K = 4096 the second pass is a few % of the GEMM, less than cuBLASLt's
-  // mainloop gains over ours (8192^3: benchmarks/results/NOTES.md).
-  if (g.k > kMaxK) return false;
+  if (g.m < 1 || g.n < 1 || g.k < 1 || g.m > kMax || g.n > kMax || g.k > kMax) return false;
   constexpr int kAlign = 8;  // 16 bytes of a 2-byte dtype
   const bool rows = g.ldx % kAlign == 0 && g.ldw % kAlign == 0 && g.n % kAlign == 0 && g.k % kAlign == 0;
   const bool pointers = aligned16(g.x) && aligned16(g.w) && aligned16(g.out) &&
@@ -35,10 +32,23 @@ bool supported(const LinearGemm& g) {
   return rows && pointers;
 }
 
+// M <= 64 is a GEMV-like shape cuBLASLt serves better. Past K = 4096 the
+// second pass is a few % of the GEMM, less than cuBLASLt's mainloop gains
+// over ours (8192^3). Below about two waves of 128x128 tiles cuBLASLt's
+// smaller tiles fill the GPU where ours cannot: H200 device times
+// (benchmarks/results/NOTES.md, 2026-12-02), ours / cuBLASLt + the pass, 1.5-2x
+// at 32-64 tiles, 1.1-1.3x at 96-192, 0.85-1.0x from 256 on.
+bool preferred(const LinearGemm& g) {
+  const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128);
+  return g.m > 64 && g.k <= kMaxK && 4 * tiles128 >= 7 * static_cast<int64_t>(g.sm_count);
+}
+
 // Cooperative 128x256 where K is long enough for its faster mainloop to
 // outweigh an epilogue it does not overlap, and the grid still fills the GPU
-// (H200, NOTES.md: 4096^3 faster, K = 1024 and 1024^3 slower than ping-pong).
+// twice over; ping-pong 128x128 elsewhere (H200, NOTES.md: at 4096^3 the
+// cooperative is 5% faster per call, at K = 1024 ping-pong up to 12%).
 Tiles tiles_for(const LinearGemm& g) {
+  if (g.tiles != Tiles::ByRule) return g.tiles;
   const int64_t tiles256 = ((g.m + 127) / 128) * ((g.n + 255) / 256);
   const bool coop = g.k >= 2048 && tiles256 >= 2 * static_cast<int64_t>(g.sm_count);
   return coop ? Tiles::Cooperative256 : Tiles::PingPong128;

@@ -20,6 +20,10 @@ namespace fusedops::cuda::sm90 {
 // run-time switch per element halved the GEMM's speed: NOTES.md).
 enum class Act : int8_t { None, Gelu };
 
+// The tile configuration: by the rule on the shape (tiles_for), or one forced
+// (measurements of the rule, tests of either kernel at any size).
+enum class Tiles : int8_t { ByRule, PingPong128, Cooperative256 };
+
 // Row-major x [M, K] (row stride ldx), w [N, K] (row stride ldw), out and aux
 // dense [M, N]; bias [N] dense or null; aux null when not wanted. lo / hi:
 // the clamp's bounds in fp32, -inf / +inf where absent (every call clamps:
@@ -37,16 +41,18 @@ struct LinearGemm {
   void* aux;
   int64_t m, n, k;
   int sm_count;
+  Tiles tiles = Tiles::ByRule;
 };
 
-// What the kernels take: float16 / bfloat16, M > 64 (smaller M is a GEMV-like
-// shape cuBLASLt serves better), K <= 4096 (beyond, cuBLASLt + the pass is
-// faster), aux only with the GELU, sizes within int32, and what TMA needs:
-// 16-byte aligned pointers and row strides.
+// What the kernels take: float16 / bfloat16, aux only with the GELU, sizes
+// within int32, and what TMA needs: 16-byte aligned pointers and row strides.
 bool supported(const LinearGemm& g);
 
-// The tile configuration, by a static rule on the shape (gemm.cu).
-enum class Tiles : int8_t { PingPong128, Cooperative256 };
+// Where, of the supported calls, our GEMM is faster than cuBLASLt + the pass
+// (a static rule on the shape, gemm.cu): the caller takes cuBLASLt elsewhere.
+bool preferred(const LinearGemm& g);
+
+// The tile configuration that runs: g.tiles where forced, else by the rule.
 Tiles tiles_for(const LinearGemm& g);
 
 // Workspace bytes the launch needs (the tile scheduler's; may be 0).
