@@ -5,10 +5,12 @@
 
 #include <torch/csrc/stable/c/shim.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 #include <unordered_map>
 
@@ -138,17 +140,32 @@ uint32_t reduction_mask(ScalarType dtype, const CublasMath& math) {
   }
 }
 
-// The most workspace an algorithm may ask for: 1 MiB, torch's own cuBLASLt
-// default (torch 2.11 on the H200 picks its addmm algorithms with it), which
-// CUBLASLT_WORKSPACE_SIZE (KiB) overrides as in torch. With torch's 32 MiB
-// cuBLAS workspace the heuristic chose split-K + a reduce kernel at M = 32
-// (10.9 us on the device against 7.8 us: benchmarks/results/NOTES.md).
-uint64_t workspace_limit() {
-  static const uint64_t limit = [] {
+// The most workspace an algorithm may ask for. Where the output has at most 32
+// rows (cuBLAS's n), torch's own cuBLASLt default, 1 MiB: with more the
+// heuristic took split-K + a reduce kernel at 32x4096x4096 (10.9 us on an
+// H200 against the 7.8 us of torch's addmm, which 1 MiB gives us too).
+// Elsewhere torch's cuBLAS workspace, 32 MiB on compute capability 9, 10 and
+// 12, 8 MiB + 128 KiB otherwise: with 1 MiB the fp16 8192^3 backward was 6%
+// slower and M = 64 1 us slower (benchmarks/results/NOTES.md, 2026-12-02).
+// CUBLASLT_WORKSPACE_SIZE (KiB) overrides both, as in torch.
+constexpr int64_t kFewRows = 32;
+
+uint64_t workspace_limit(const GemmCall& c) {
+  static const uint64_t env_kib = [] {
     const char* value = std::getenv("CUBLASLT_WORKSPACE_SIZE");
-    const uint64_t kib = value != nullptr ? std::strtoull(value, nullptr, 10) : 0ull;
-    return (kib > 0 ? kib : 1024ull) * 1024;
+    return value != nullptr ? std::strtoull(value, nullptr, 10) : 0ull;
   }();
+  if (env_kib > 0) return env_kib * 1024;
+  if (c.n <= kFewRows) return 1ull << 20;
+  static std::mutex mutex;
+  static std::array<uint64_t, 64> cache{};
+  std::lock_guard<std::mutex> lock(mutex);
+  uint64_t& limit = cache.at(c.device);
+  if (limit == 0) {
+    int major = 0;
+    cuda::check_cuda("linear", cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c.device));
+    limit = major == 9 || major == 10 || major == 12 ? 32ull << 20 : (8ull << 20) + (128ull << 10);
+  }
   return limit;
 }
 
@@ -174,7 +191,7 @@ PlanKey plan_key(const GemmCall& c, const CublasMath& math) {
   key.ldb = c.b.ld;
   key.ldd = c.ldd;
   key.aux_ld = c.aux_ld;
-  key.workspace = workspace_limit();
+  key.workspace = workspace_limit(c);
   return key;
 }
 
