@@ -74,26 +74,29 @@ Tensor dense_bias(const Tensor& bias) {
 }
 
 #ifdef FUSEDOPS_WITH_CUTLASS
-// FUSEDOPS_LINEAR_SM90, read once per process: unset or 1, our sm_90a GEMM
-// where its rule prefers it; 0, never (cuBLASLt + the pass: the same-run A/B
-// and the tests of that path on sm_90); pingpong / cooperative, wherever the
-// kernels can run, in that tile configuration (measurements of the rule,
-// tests of each kernel at any size).
-enum class Sm90Mode { Off, Rule, PingPong, Cooperative };
-
-Sm90Mode sm90_mode() {
-  static const std::optional<Sm90Mode> mode = []() -> std::optional<Sm90Mode> {
+// FUSEDOPS_LINEAR_SM90, read once per process, as the tile configuration our
+// sm_90a GEMM runs in: unset or 1, Tiles::ByRule (where its rule prefers it);
+// 0, none (cuBLASLt + the pass: the same-run A/B and the tests of that path on
+// sm_90); pingpong / cooperative, that configuration wherever the kernels can
+// run (measurements of the rule, tests of each kernel at any size).
+std::optional<cuda::sm90::Tiles> sm90_tiles() {
+  using cuda::sm90::Tiles;
+  struct Setting {
+    bool valid;
+    std::optional<Tiles> tiles;
+  };
+  static const Setting setting = []() -> Setting {
     const char* v = std::getenv("FUSEDOPS_LINEAR_SM90");
-    if (v == nullptr || std::strcmp(v, "1") == 0) return Sm90Mode::Rule;
-    if (std::strcmp(v, "0") == 0) return Sm90Mode::Off;
-    if (std::strcmp(v, "pingpong") == 0) return Sm90Mode::PingPong;
-    if (std::strcmp(v, "cooperative") == 0) return Sm90Mode::Cooperative;
-    return std::nullopt;
+    if (v == nullptr || std::strcmp(v, "1") == 0) return {true, Tiles::ByRule};
+    if (std::strcmp(v, "0") == 0) return {true, std::nullopt};
+    if (std::strcmp(v, "pingpong") == 0) return {true, Tiles::PingPong128};
+    if (std::strcmp(v, "cooperative") == 0) return {true, Tiles::Cooperative256};
+    return {false, std::nullopt};
   }();
   FUSEDOPS_CHECK(
-      mode.has_value(), "linear",
+      setting.valid, "linear",
       "the environment variable FUSEDOPS_LINEAR_SM90 must be unset, 0, 1, pingpong or cooperative");
-  return *mode;
+  return setting.tiles;
 }
 
 // Compute capability 9.0 exactly (read once per device): the kernels are
@@ -133,14 +136,15 @@ std::optional<cuda::sm90::LinearGemm> sm90_epilogue(const LinearEpilogue& e, boo
 
 // The whole forward of an erf GELU or a clamp (which cuBLASLt's epilogues
 // lack) in our sm_90a GEMM, where the call is one the kernel takes
-// (cuda/linear/sm90/gemm.h: dtype, M > 64, K <= 4096, 16-byte alignment);
+// (cuda/linear/sm90/gemm.h: dtype, 16-byte alignment) and its rule prefers
+// (M > 64, K <= 4096, a grid that fills the GPU) or a tile configuration is forced;
 // false otherwise (nothing was written).
 bool forward_sm90(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, const LinearEpilogue& e,
                   const ForwardBuffers& buf) {
   std::optional<cuda::sm90::LinearGemm> epilogue = sm90_epilogue(e, buf.want_aux);
   if (!epilogue) return false;
-  const Sm90Mode mode = sm90_mode();
-  if (mode == Sm90Mode::Off) return false;
+  const std::optional<cuda::sm90::Tiles> tiles = sm90_tiles();
+  if (!tiles) return false;
   const int device = x2d.get_device_index();
   if (x2d.stride(1) != 1 || weight.stride(1) != 1 || x2d.stride(0) < x2d.size(1) ||
       weight.stride(0) < weight.size(1) || !is_sm90(device)) {
@@ -158,10 +162,9 @@ bool forward_sm90(const Tensor& x2d, const Tensor& weight, const OptTensor& bias
   g.n = weight.size(0);
   g.k = x2d.size(1);
   g.sm_count = cuda::device_info("linear", device).sm_count;
-  g.tiles = mode == Sm90Mode::PingPong      ? cuda::sm90::Tiles::PingPong128
-            : mode == Sm90Mode::Cooperative ? cuda::sm90::Tiles::Cooperative256
-                                            : cuda::sm90::Tiles::ByRule;
-  if (!cuda::sm90::supported(g) || (mode == Sm90Mode::Rule && !cuda::sm90::preferred(g))) return false;
+  g.tiles = *tiles;
+  if (!cuda::sm90::supported(g) || (g.tiles == cuda::sm90::Tiles::ByRule && !cuda::sm90::preferred(g)))
+    return false;
   Tensor b;
   if (has_bias(bias)) {
     b = dense_bias(*bias);

@@ -3,8 +3,8 @@
 // none, on the fp32 accumulator, and for the GELU optionally aux = the
 // pre-activation z (rounded to the dtype) for the backward. Torch-free.
 // Compiled only where CUTLASS's headers were found (FUSEDOPS_WITH_CUTLASS);
-// the caller checks the device is sm_90 and that `supported` holds, else it
-// takes the cuBLASLt path.
+// the caller checks the device is sm_90, that `supported` holds and (unless
+// it forces a tile configuration) `preferred`, else it takes the cuBLASLt path.
 #pragma once
 
 #include <cuda_runtime_api.h>
