@@ -113,14 +113,14 @@ def child(ours: str, out: Path, shapes: list[tuple[int, int, int]], variants: li
     out.write_text(json.dumps(rows))
 
 
-def child_max_autotune(out: Path, seconds: float, shapes: list[tuple[int, int, int]]) -> None:
+def child_max_autotune(out: Path, seconds: float, shapes: list[tuple[int, int, int]], dtypes: list[str]) -> None:
     """fusedops (its default path) beside torch.compile(mode="max-autotune"), shape by
     shape in TUNED_ORDER until `seconds` have passed."""
     device = torch.device("cuda")
     begin = time.monotonic()
     rows: list[dict] = []
     for m, n, k in [s for s in TUNED_ORDER if s in shapes] + [s for s in shapes if s not in TUNED_ORDER]:
-        for dtype in (torch.bfloat16, torch.float16):
+        for dtype in (getattr(torch, name) for name in dtypes):
             if time.monotonic() - begin > seconds:
                 break
             x, w, b = bench.linear_inputs(torch.device("cuda"), dtype, m, n, k)
@@ -196,7 +196,7 @@ def main() -> int:
     args = parser.parse_args()
     shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes]
     if args.child == "max-autotune":
-        child_max_autotune(args.json, args.max_autotune_s, shapes)
+        child_max_autotune(args.json, args.max_autotune_s, shapes, args.dtypes)
         return 0
     if args.child:
         child(args.child, args.json, shapes, args.variants, args.dtypes, args.device_time)
