@@ -190,10 +190,12 @@ def test_backward_op_checks_its_arguments(device):
 # On sm_90, in a build that had CUTLASS, the erf GELU (any bounds) and the clamps without an
 # activation or after relu run in our own GEMM where the call suits it (float16 / bfloat16,
 # 16-byte aligned pointers and rows; with a gradient only the GELU, which also writes z) and
-# its rule prefers it (M > 64, K <= 4096, a grid of at least 1.75 waves of 128x128 tiles);
+# its rule prefers it (M > 64, a grid of at least 1.75 waves of 128x128 tiles, K <= 4096 unless
+# the grid is large enough for a swizzled tile order);
 # everything else takes cuBLASLt + the elementwise pass. FUSEDOPS_LINEAR_SM90 (read once per
 # process) changes that: 0 puts every call on cuBLASLt + the pass, pingpong / cooperative
-# every call the kernels can take on that tile configuration, whatever its size. These tests
+# every call the kernels can take on that tile configuration, whatever its size, and
+# FUSEDOPS_LINEAR_SM90_ORDER sets the tile order (swizzle and raster). These tests
 # check whichever path is active against float64; the *_forced tests run them again in a
 # process with each value, so that every case below also runs in each of our kernels.
 
@@ -341,14 +343,17 @@ def test_which_kernels_run():
     """One fused kernel for the erf GELU and the clamps (no elementwise pass) where our GEMM
     is active and its rule takes the call, else the GEMM and the pass; plain, relu and the
     tanh GELU stay on cuBLASLt's own epilogues either way. At the rule's boundaries (M = 64,
-    a grid one tile short of 1.75 waves, K > 4096) cuBLASLt + the pass, unless a tile
-    configuration is forced, which takes them all."""
+    a grid one tile short of 1.75 waves, K > 4096 on a grid too small to swizzle) cuBLASLt +
+    the pass, unless a tile configuration is forced, which takes them all; K > 4096 on a grid
+    of 2048 tiles (swizzled) is ours."""
     tiles = rule_tiles()
     x = torch.randn(65, 64, device="cuda", dtype=torch.bfloat16)  # one row of 128x128 tiles
     w = torch.randn(128 * tiles, 64, device="cuda", dtype=torch.bfloat16) / 8
     b = torch.randn(128 * tiles, device="cuda", dtype=torch.bfloat16)
     x_long = torch.randn(65, 4104, device="cuda", dtype=torch.bfloat16)
     w_long = torch.randn(128 * tiles, 4104, device="cuda", dtype=torch.bfloat16) / 64
+    x_wide = torch.randn(2048, 4104, device="cuda", dtype=torch.bfloat16)  # 16 x 128 tiles, swizzle 8
+    w_wide = torch.randn(16384, 4104, device="cuda", dtype=torch.bfloat16) / 64
 
     def run(*inputs, **kw):
         return cuda_kernels_of(lambda: fusedops.linear(*(inputs or (x, w, b)), **kw))
@@ -361,7 +366,8 @@ def test_which_kernels_run():
 
     with torch.no_grad():
         fused = {"gelu": run(activation="gelu"), "gelu clamp": run(activation="gelu", min=-0.1, max=0.5),
-                 "clamp": run(min=-1.0, max=1.0), "relu max": run(activation="relu", max=1.0)}
+                 "clamp": run(min=-1.0, max=1.0), "relu max": run(activation="relu", max=1.0),
+                 "K > 4096 swizzled": run(x_wide, w_wide, activation="gelu")}
         cublas = {"plain": run(), "relu": run(activation="relu"), "tanh": run(activation="gelu_tanh"),
                   "tanh max": run(activation="gelu_tanh", max=1.0)}
         edges = {"M=64": run(x[:64], w, b, activation="gelu"),
@@ -419,30 +425,39 @@ FORCED_TESTS = "gemm_paths or nan_inf_inputs or gelu_over or which_kernels or gr
 
 
 @pytest.mark.skipif(not sm90_gemm_built() or SM90_MODE != "1", reason="needs our sm_90a GEMM and an sm_90 device")
-@pytest.mark.parametrize("mode", ["0", "pingpong", "cooperative"])
-def test_sm90_paths_forced(mode):
+@pytest.mark.parametrize(("mode", "order"), [("0", None), ("pingpong", None), ("cooperative", None),
+                                             ("pingpong", "8n"), ("cooperative", "4m")], ids=str)
+def test_sm90_paths_forced(mode, order):
     """The kernel-choice tests above in a process started with FUSEDOPS_LINEAR_SM90=mode: 0 puts
     every call on cuBLASLt + the pass (the path every other GPU takes, here on sm_90),
     pingpong / cooperative every call our kernels can take on that tile configuration, so that
-    each kernel meets every case (M = 1, odd sizes, partial tiles, long K)."""
+    each kernel meets every case (M = 1, odd sizes, partial tiles, long K); with
+    FUSEDOPS_LINEAR_SM90_ORDER, in a swizzled tile order (which the rule gives only large
+    grids), padded grids included."""
     tests = Path(__file__).resolve().parent
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests / "test_linear.py"),
                "-k", FORCED_TESTS]
     if os.environ.get("PYTEST_XDIST_WORKER"):
         command += ["-n", "4"]
-    result = subprocess.run(command, env={**os.environ, "FUSEDOPS_LINEAR_SM90": mode}, capture_output=True,
-                            text=True, timeout=1200)
+    env = {**os.environ, "FUSEDOPS_LINEAR_SM90": mode, **({"FUSEDOPS_LINEAR_SM90_ORDER": order} if order else {})}
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout, result.stdout[-2000:]
 
 
 @pytest.mark.skipif(not sm90_gemm_built(), reason="needs our sm_90a GEMM and an sm_90 device")
-def test_sm90_mode_unknown_value():
-    """A mistyped FUSEDOPS_LINEAR_SM90 is refused with the values it takes, not ignored."""
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("FUSEDOPS_LINEAR_SM90", "pingpng", "FUSEDOPS_LINEAR_SM90 must be unset, 0, 1, pingpong or cooperative"),
+    ("FUSEDOPS_LINEAR_SM90_ORDER", "3m", "FUSEDOPS_LINEAR_SM90_ORDER must be unset or a swizzle of 1, 2, 4 or 8"),
+    ("FUSEDOPS_LINEAR_SM90_ORDER", "8k", "FUSEDOPS_LINEAR_SM90_ORDER must be unset or a swizzle of 1, 2, 4 or 8"),
+], ids=str)
+def test_sm90_mode_unknown_value(variable, value, message):
+    """A mistyped FUSEDOPS_LINEAR_SM90 or FUSEDOPS_LINEAR_SM90_ORDER is refused with the values
+    it takes, not ignored."""
     code = ("import torch, fusedops\n"
             "x = torch.randn(256, 64, device='cuda', dtype=torch.bfloat16)\n"
             "fusedops.linear(x, x[:128], activation='gelu')\n")
-    result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "FUSEDOPS_LINEAR_SM90": "pingpng"},
+    result = subprocess.run([sys.executable, "-c", code], env={**os.environ, variable: value},
                             capture_output=True, text=True, timeout=300)
     assert result.returncode != 0
-    assert "FUSEDOPS_LINEAR_SM90 must be unset, 0, 1, pingpong or cooperative" in result.stderr, result.stderr[-2000:]
+    assert message in result.stderr, result.stderr[-2000:]

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
 
 #include "cpp/common/cuda.h"
 #include "cpp/linear/linear.h"
@@ -99,6 +100,33 @@ std::optional<cuda::sm90::Tiles> sm90_tiles() {
   return setting.tiles;
 }
 
+// FUSEDOPS_LINEAR_SM90_ORDER, read once per process: the tile order (swizzle
+// 1, 2, 4 or 8, then m or n for the raster's direction, else CUTLASS's
+// heuristic), e.g. 8m; unset: by the rule (measurements of that rule).
+cuda::sm90::TileOrder sm90_order() {
+  using cuda::sm90::Raster;
+  struct Setting {
+    bool valid;
+    cuda::sm90::TileOrder order;
+  };
+  static const Setting setting = []() -> Setting {
+    const char* v = std::getenv("FUSEDOPS_LINEAR_SM90_ORDER");
+    if (v == nullptr) return {true, {}};
+    const std::string s(v);
+    if (s.empty() || s.size() > 2 || std::strchr("1248", s[0]) == nullptr) return {false, {}};
+    Raster raster = Raster::Heuristic;
+    if (s.size() == 2) {
+      if (s[1] != 'm' && s[1] != 'n') return {false, {}};
+      raster = s[1] == 'm' ? Raster::AlongM : Raster::AlongN;
+    }
+    return {true, {.swizzle = s[0] - '0', .raster = raster}};
+  }();
+  FUSEDOPS_CHECK(setting.valid, "linear",
+                 "the environment variable FUSEDOPS_LINEAR_SM90_ORDER must be unset or a swizzle of 1, 2, 4 "
+                 "or 8 followed by m, n or nothing (e.g. 8m)");
+  return setting.order;
+}
+
 // Compute capability 9.0 exactly (read once per device): the kernels are
 // sm_90a code (wgmma), which runs on no other arch.
 bool is_sm90(int device) {
@@ -137,7 +165,8 @@ std::optional<cuda::sm90::LinearGemm> sm90_epilogue(const LinearEpilogue& e, boo
 // The whole forward of an erf GELU or a clamp (which cuBLASLt's epilogues
 // lack) in our sm_90a GEMM, where the call is one the kernel takes
 // (cuda/linear/sm90/gemm.h: dtype, 16-byte alignment) and its rule prefers
-// (M > 64, K <= 4096, a grid that fills the GPU) or a tile configuration is forced;
+// (M > 64, a grid that fills the GPU, K <= 4096 unless the grid is swizzled) or a tile
+// configuration is forced;
 // false otherwise (nothing was written).
 bool forward_sm90(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, const LinearEpilogue& e,
                   const ForwardBuffers& buf) {
@@ -163,6 +192,7 @@ bool forward_sm90(const Tensor& x2d, const Tensor& weight, const OptTensor& bias
   g.k = x2d.size(1);
   g.sm_count = cuda::device_info("linear", device).sm_count;
   g.tiles = *tiles;
+  g.order = sm90_order();
   if (!cuda::sm90::supported(g) || (g.tiles == cuda::sm90::Tiles::ByRule && !cuda::sm90::preferred(g)))
     return false;
   Tensor b;

@@ -34,13 +34,16 @@ bool supported(const LinearGemm& g) {
 
 // M <= 64 is a GEMV-like shape cuBLASLt serves better. Past K = 4096 the
 // second pass is a few % of the GEMM, less than cuBLASLt's mainloop gains
-// over ours (8192^3). Below about two waves of 128x128 tiles cuBLASLt's
-// smaller tiles fill the GPU where ours cannot: H200 device times
-// (benchmarks/results/NOTES.md, 2026-12-02), ours / cuBLASLt + the pass, 1.5-2x
-// at 32-64 tiles, 1.1-1.3x at 96-192, 0.85-1.0x from 256 on.
+// over ours, unless the grid is large enough for a swizzled tile order
+// (order_for; 8192^3: 1.02x cuBLASLt + the pass with it, 0.99x without).
+// Below about two waves of 128x128 tiles cuBLASLt's smaller tiles fill the
+// GPU where ours cannot: H200 device times (benchmarks/results/NOTES.md,
+// 2026-12-02), ours / cuBLASLt + the pass, 1.5-2x at 32-64 tiles, 1.1-1.3x
+// at 96-192, 0.85-1.0x from 256 on.
 bool preferred(const LinearGemm& g) {
   const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128);
-  return g.m > 64 && g.k <= kMaxK && 4 * tiles128 >= 7 * static_cast<int64_t>(g.sm_count);
+  return g.m > 64 && (g.k <= kMaxK || order_for(g).swizzle > 1) &&
+         4 * tiles128 >= 7 * static_cast<int64_t>(g.sm_count);
 }
 
 // Cooperative 128x256 where K is long enough for its faster mainloop to
@@ -52,6 +55,28 @@ Tiles tiles_for(const LinearGemm& g) {
   const int64_t tiles256 = ((g.m + 127) / 128) * ((g.n + 255) / 256);
   const bool coop = g.k >= 2048 && tiles256 >= 2 * static_cast<int64_t>(g.sm_count);
   return coop ? Tiles::Cooperative256 : Tiles::PingPong128;
+}
+
+// Grids of 2048 or more 128x128 tiles (15 waves on an H200) are swizzled:
+// each wave takes its tiles 8 wide along M, so they share rows of x and w in
+// L2 (H200 device times, bf16 GELU, NOTES.md 2026-12-02: 8192^3 cooperative
+// 1732 -> 1678 us, 16384x4096x1024 ping-pong 242.5 -> 233.5; at 1024 tiles no
+// gain). CUTLASS pads each side of the grid to a multiple of swizzle x
+// cluster, and a padded tile costs a whole mainloop (a swizzle of 8 over 8
+// tile rows doubled the time): so the widest swizzle that pads nothing, else
+// none.
+TileOrder order_for(const LinearGemm& g) {
+  if (g.order.swizzle != 0) return g.order;
+  const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128);
+  if (tiles128 < 2048) return {1, Raster::Heuristic};
+  const bool coop = tiles_for(g) == Tiles::Cooperative256;
+  const int64_t rows = (g.m + 127) / 128, cols = coop ? (g.n + 255) / 256 : (g.n + 127) / 128;
+  const int cluster_m = coop ? 2 : 1, cluster_n = coop ? 1 : 2;  // gemm_kernel.cuh's ClusterShapes
+  for (int swizzle : {8, 4, 2}) {
+    if (rows % (swizzle * cluster_m) == 0 && cols % (swizzle * cluster_n) == 0)
+      return {swizzle, Raster::AlongM};
+  }
+  return {1, Raster::Heuristic};
 }
 
 size_t workspace_size(const LinearGemm& g) {

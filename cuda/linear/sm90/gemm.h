@@ -24,6 +24,16 @@ enum class Act : int8_t { None, Gelu };
 // (measurements of the rule, tests of either kernel at any size).
 enum class Tiles : int8_t { ByRule, PingPong128, Cooperative256 };
 
+// The order in which the persistent kernels visit output tiles (CUTLASS's
+// tile scheduler): along M or N, `swizzle` (1, 2, 4 or 8) tiles wide, so that
+// the tiles of one wave share rows of x and of w in L2. swizzle 0: by the rule
+// (order_for).
+enum class Raster : int8_t { Heuristic, AlongM, AlongN };
+struct TileOrder {
+  int swizzle = 0;
+  Raster raster = Raster::Heuristic;
+};
+
 // Row-major x [M, K] (row stride ldx), w [N, K] (row stride ldw), out and aux
 // dense [M, N]; bias [N] dense or null; aux null when not wanted. lo / hi:
 // the clamp's bounds in fp32, -inf / +inf where absent (every call clamps:
@@ -42,6 +52,7 @@ struct LinearGemm {
   int64_t m, n, k;
   int sm_count;
   Tiles tiles = Tiles::ByRule;
+  TileOrder order{};
 };
 
 // What the kernels take: float16 / bfloat16, aux only with the GELU, sizes
@@ -54,6 +65,9 @@ bool preferred(const LinearGemm& g);
 
 // The tile configuration that runs: g.tiles where forced, else by the rule.
 Tiles tiles_for(const LinearGemm& g);
+
+// The tile order that runs: g.order where forced, else by the rule.
+TileOrder order_for(const LinearGemm& g);
 
 // Workspace bytes the launch needs (the tile scheduler's; may be 0).
 size_t workspace_size(const LinearGemm& g);

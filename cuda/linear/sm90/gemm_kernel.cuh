@@ -130,6 +130,12 @@ struct Sm90Linear {
     args.epilogue.ptr_D = static_cast<Element*>(g.out);
     args.epilogue.dD = sd;
     args.hw_info.sm_count = g.sm_count;
+    const TileOrder order = order_for(g);
+    using Options = typename Kernel::TileScheduler::RasterOrderOptions;
+    args.scheduler.max_swizzle_size = order.swizzle;
+    args.scheduler.raster_order = order.raster == Raster::AlongM   ? Options::AlongM
+                                  : order.raster == Raster::AlongN ? Options::AlongN
+                                                                   : Options::Heuristic;
     return args;
   }
 
