@@ -5,8 +5,8 @@
 # made here with `git archive 82dd9b9 | tar -x -C .dev/v02`, `git archive
 # 5bd4d0d | tar -x -C .dev/v01`, and carried to the device machine). Each build
 # is installed with pip --target and run through PYTHONPATH, the order rotated
-# every round. Writes $OUT/host.tgz (one file: the device tool returns a few
-# files only).
+# every round. Prints the summary (benchmarks/host_ab_summary.py) and writes
+# $OUT/host.tgz (one file: the device tool returns a few files only).
 #
 #   bash benchmarks/host_ab.sh [ROUNDS [NAME=DIR ...]]
 #
@@ -46,4 +46,5 @@ for ((round = 0; round < rounds; round++)); do
     echo "round $round $run: rc $? at $SECONDS s"
   done
 done
+python3 "$root/benchmarks/host_ab_summary.py" "$work" --json "$work/summary.json"
 tar -czf "$OUT/host.tgz" -C "$work" .

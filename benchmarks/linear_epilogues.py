@@ -9,7 +9,10 @@ processes; then, time-boxed, torch.compile(mode="max-autotune") for +gelu and +c
 
 --device-time times each call from replays of a CUDA graph of GRAPH_CALLS calls instead:
 the device's time alone (what sets the tile rule, where a call is host-bound), forward
-only, without torch.compile.
+only, without torch.compile. --orders runs each side of our GEMM once per tile order
+(FUSEDOPS_LINEAR_SM90_ORDER, e.g. 8m: swizzle 8 along M), as impl "<side>@<order>"
+("rule": the rule's order, as impl "<side>"; "1" with the side "fusedops" is the rule
+before tile orders: no swizzle, K > 4096 on cuBLASLt).
 
 The variable is read once per process, so each path runs in child processes that
 alternate over the rounds (A B, then B A, ...), as benchmarks/ab.py does: a process's
@@ -173,11 +176,28 @@ def summarize(processes: list[dict]) -> list[dict]:
         entry = {"op": op, "pass": pass_, "dtype": dtype, "shape": shape, "ms": ms,
                  "processes": {impl: len(t) for impl, t in case["ms"].items()},
                  **{name: statistics.median(v) for name, v in case["ratios"].items()}}
-        for side in SIDES:
-            if side != "fusedops-cublaslt" and side in ms and "fusedops-cublaslt" in ms:
+        for side in ms:
+            if side.startswith("fusedops") and side != "fusedops-cublaslt" and "fusedops-cublaslt" in ms:
                 entry[f"cublaslt_over_{side}"] = ms["fusedops-cublaslt"] / ms[side]
         summary.append(entry)
     return summary
+
+
+def sides_env(sides: list[str], orders: list[str] | None) -> dict[str, dict[str, str]]:
+    """The child processes' impl names and environments: each side, and each
+    side of our GEMM once per tile order."""
+    runs = {}
+    for side in sides:
+        env = {"FUSEDOPS_LINEAR_SM90": SIDES[side]}
+        if not orders or side == "fusedops-cublaslt":
+            runs[side] = env
+            continue
+        for order in orders:  # "rule": the order by the rule, as run without the variable
+            if order == "rule":
+                runs[side] = env
+            else:
+                runs[f"{side}@{order}"] = {**env, "FUSEDOPS_LINEAR_SM90_ORDER": order}
+    return runs
 
 
 def main() -> int:
@@ -191,8 +211,9 @@ def main() -> int:
     parser.add_argument("--dtypes", nargs="+", choices=["bfloat16", "float16"], default=["bfloat16", "float16"])
     parser.add_argument("--sides", nargs="+", choices=list(SIDES), default=list(SIDES)[:2],
                         help="the paths to compare (default: ours by its rule, and cuBLASLt + the pass)")
+    parser.add_argument("--orders", nargs="+", metavar="ORDER", help="tile orders for our GEMM's sides (e.g. 1 8m 8n)")
     parser.add_argument("--device-time", action="store_true", help="CUDA-graph replays: device time, forward only")
-    parser.add_argument("--child", choices=[*SIDES, "max-autotune"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes]
     if args.child == "max-autotune":
@@ -208,9 +229,10 @@ def main() -> int:
                               "fusedops": fusedops.build_info()},
               "processes": [], "summary": [], "max_autotune": []}
     part = str(args.json.with_suffix(".part.json"))
+    runs = sides_env(args.sides, args.orders)
     for r in range(args.rounds):
-        for ours in args.sides if r % 2 == 0 else args.sides[::-1]:
-            rows = run_child(["--child", ours, "--json", part, *shape_args], {"FUSEDOPS_LINEAR_SM90": SIDES[ours]})
+        for ours in list(runs) if r % 2 == 0 else list(runs)[::-1]:
+            rows = run_child(["--child", ours, "--json", part, *shape_args], runs[ours])
             result["processes"].append({"round": r, "side": ours, "rows": rows})
             result["summary"] = summarize(result["processes"])
             args.json.write_text(json.dumps(result, indent=1))
