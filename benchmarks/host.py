@@ -50,10 +50,6 @@ def _train(fn, leaves) -> None:
     torch.autograd.grad(fn(*leaves).sum(), leaves)
 
 
-def _train(fn, leaves) -> None:
-    torch.autograd.grad(fn(*leaves).sum(), leaves)
-
-
 def cases(device: torch.device) -> dict[str, tuple]:
     """name: (ours, torch's, inputs)."""
     def randn(*shape):

@@ -15,7 +15,6 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-IMPLS = ("fusedops", "eager", "compile")
 # Fields that are measurements or derived from them, not part of a case.
 MEASURED = {"impl", "ms", "bytes", "flops", "GBs", "TFLOPs", "pct_of_ceiling", "ceiling", "fusedops_speedup",
             "vs_eager", "vs_compile", "us_per_call"}
