@@ -1,6 +1,7 @@
 // linear's sm_90a GEMM: which calls it takes, its tile rule, and the dispatch
 // by dtype (the kernels are in gemm_<dtype>.cu).
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 
 #include "cuda/linear/sm90/gemm.h"
@@ -11,6 +12,15 @@ namespace {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 constexpr int64_t kMaxK = 4096;
+
+// The output tiles of g in configuration t: rows along M, cols along N.
+struct Grid {
+  int64_t rows, cols;
+  int64_t tiles() const { return rows * cols; }
+};
+Grid grid_of(const LinearGemm& g, const TileGeometry& t) {
+  return {(g.m + t.rows - 1) / t.rows, (g.n + t.cols - 1) / t.cols};
+}
 
 cudaError_t run(const LinearGemm& g, void* workspace, size_t* bytes, cudaStream_t stream) {
   const Tiles tiles = tiles_for(g);
@@ -41,7 +51,7 @@ bool supported(const LinearGemm& g) {
 // 2026-12-02), ours / cuBLASLt + the pass, 1.5-2x at 32-64 tiles, 1.1-1.3x
 // at 96-192, 0.85-1.0x from 256 on.
 bool preferred(const LinearGemm& g) {
-  const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128);
+  const int64_t tiles128 = grid_of(g, kPingPong128).tiles();
   return g.m > 64 && (g.k <= kMaxK || order_for(g).swizzle > 1) &&
          4 * tiles128 >= 7 * static_cast<int64_t>(g.sm_count);
 }
@@ -52,8 +62,8 @@ bool preferred(const LinearGemm& g) {
 // cooperative is 5% faster per call, at K = 1024 ping-pong up to 12%).
 Tiles tiles_for(const LinearGemm& g) {
   if (g.tiles != Tiles::ByRule) return g.tiles;
-  const int64_t tiles256 = ((g.m + 127) / 128) * ((g.n + 255) / 256);
-  const bool coop = g.k >= 2048 && tiles256 >= 2 * static_cast<int64_t>(g.sm_count);
+  const bool coop =
+      g.k >= 2048 && grid_of(g, kCooperative256).tiles() >= 2 * static_cast<int64_t>(g.sm_count);
   return coop ? Tiles::Cooperative256 : Tiles::PingPong128;
 }
 
@@ -67,13 +77,11 @@ Tiles tiles_for(const LinearGemm& g) {
 // none.
 TileOrder order_for(const LinearGemm& g) {
   if (g.order.swizzle != 0) return g.order;
-  const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128);
-  if (tiles128 < 2048) return {1, Raster::Heuristic};
-  const bool coop = tiles_for(g) == Tiles::Cooperative256;
-  const int64_t rows = (g.m + 127) / 128, cols = coop ? (g.n + 255) / 256 : (g.n + 127) / 128;
-  const int cluster_m = coop ? 2 : 1, cluster_n = coop ? 1 : 2;  // gemm_kernel.cuh's ClusterShapes
+  if (grid_of(g, kPingPong128).tiles() < 2048) return {1, Raster::Heuristic};
+  const TileGeometry& t = tiles_for(g) == Tiles::Cooperative256 ? kCooperative256 : kPingPong128;
+  const Grid grid = grid_of(g, t);
   for (int swizzle : {8, 4, 2}) {
-    if (rows % (swizzle * cluster_m) == 0 && cols % (swizzle * cluster_n) == 0)
+    if (grid.rows % (swizzle * t.cluster_m) == 0 && grid.cols % (swizzle * t.cluster_n) == 0)
       return {swizzle, Raster::AlongM};
   }
   return {1, Raster::Heuristic};

@@ -24,6 +24,15 @@ enum class Act : int8_t { None, Gelu };
 // (measurements of the rule, tests of either kernel at any size).
 enum class Tiles : int8_t { ByRule, PingPong128, Cooperative256 };
 
+// Each configuration's output tile (rows x cols) and cluster (in tiles along
+// M x N): gemm_kernel.cuh builds its kernels from these, the rule (gemm.cu)
+// counts tiles and padding by them.
+struct TileGeometry {
+  int rows, cols, cluster_m, cluster_n;
+};
+inline constexpr TileGeometry kPingPong128{128, 128, 1, 2};
+inline constexpr TileGeometry kCooperative256{128, 256, 2, 1};
+
 // The order in which the persistent kernels visit output tiles (CUTLASS's
 // tile scheduler): along M or N, `swizzle` (1, 2, 4 or 8) tiles wide, so that
 // the tiles of one wave share rows of x and of w in L2. swizzle 0: by the rule

@@ -57,8 +57,9 @@ struct ClampedAct {
 // 128x128 per consumer warpgroup (ping-pong: two tiles in flight per CTA),
 // K in steps of 64; clusters of two along N share x's tile by multicast.
 struct PingPong128 {
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
+  using TileShape = cute::Shape<cute::Int<kPingPong128.rows>, cute::Int<kPingPong128.cols>, cute::_64>;
+  using ClusterShape =
+      cute::Shape<cute::Int<kPingPong128.cluster_m>, cute::Int<kPingPong128.cluster_n>, cute::_1>;
   using Schedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
 };
@@ -67,8 +68,9 @@ struct PingPong128 {
 // w's tile. Its mainloop is faster at K >= 2048 (4096^3: NOTES.md), where the
 // epilogue, not overlapped here, is a small part of a tile's time.
 struct Cooperative256 {
-  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
+  using TileShape = cute::Shape<cute::Int<kCooperative256.rows>, cute::Int<kCooperative256.cols>, cute::_64>;
+  using ClusterShape =
+      cute::Shape<cute::Int<kCooperative256.cluster_m>, cute::Int<kCooperative256.cluster_n>, cute::_1>;
   using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
 };
