@@ -22,7 +22,8 @@ take turns (fusedops.bench.measure_impls): forward without grad for linear, +rel
 GPU shapes (M x N x K). The summary gives, per case, the median over rounds of each
 implementation's time and of eager's time over it in the same process. The max-autotune
 stage meets each shape anew (a compile with GEMM tuning each), most important shapes
-first, until its time is up; the JSON says which shapes it reached. The JSON is
+first, until its time is up; the JSON says which shapes it reached, and the error of
+any compile that failed (the stage goes on to the next). The JSON is
 rewritten after every process, so a run cut short keeps what it measured.
 """
 
@@ -36,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -129,11 +131,19 @@ def child_max_autotune(out: Path, seconds: float, shapes: list[tuple[int, int, i
             x, w, b = bench.linear_inputs(torch.device("cuda"), dtype, m, n, k)
             with torch.no_grad():
                 for name in TUNED:
-                    tuned = torch.compile(eager(**VARIANTS[name]), fullgraph=True, dynamic=False, mode="max-autotune")
-                    impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **VARIANTS[name]),
-                             "eager": functools.partial(eager(**VARIANTS[name]), x, w, b),
-                             "compile-max": functools.partial(tuned, x, w, b)}
-                    times = bench.measure_impls(impls, device, REPEATS)
+                    try:
+                        tuned = torch.compile(eager(**VARIANTS[name]), fullgraph=True, dynamic=False,
+                                              mode="max-autotune")
+                        impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **VARIANTS[name]),
+                                 "eager": functools.partial(eager(**VARIANTS[name]), x, w, b),
+                                 "compile-max": functools.partial(tuned, x, w, b)}
+                        times = bench.measure_impls(impls, device, REPEATS)
+                    except Exception as error:  # a failed compile is a result: kept, and the stage goes on
+                        traceback.print_exc()
+                        rows.append({"op": name, "pass": "fwd-max", "impl": "compile-max",
+                                     "dtype": str(dtype).removeprefix("torch."), "shape": [m, n, k],
+                                     "error": f"{type(error).__name__}: {error}"[:2000]})
+                        continue
                     rows += rows_of(name, "fwd-max", times, dtype, (m, n, k), 2 * m * n * k, "fusedops")
             out.write_text(json.dumps(rows))
             print(f"max-autotune {dtype} {m}x{n}x{k} done at {time.monotonic() - begin:.0f} s", file=sys.stderr,
