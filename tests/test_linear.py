@@ -280,6 +280,24 @@ def test_gemm_paths_against_float64(case, epilogue, dtype):
 
 
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "offset"])
+def test_bias_gradient_summed_in_the_grad_z_pass(dtype, layout):
+    """A dense grad's bias gradient comes from the grad_z pass (row blocks summed in a fixed
+    order), any other from its own sum: both against float64, over many row blocks and a
+    partial block of columns, and the same bits on every call."""
+    x = torch.randn(5003, 40, dtype=dtype, device="cuda", requires_grad=True)
+    w = (torch.randn(264, 40, dtype=dtype, device="cuda") / 40**0.5).requires_grad_()
+    b = torch.randn(264, dtype=dtype, device="cuda", requires_grad=True)
+    sample = linear("bias gradient", tuple(x.shape), w.shape[0], True, "gelu", -0.5, 2.0)
+    grad = sample.grad_out((x, w, b), layout)
+    first = forward_backward(sample, (x, w, b), grad)
+    assert_matches_reference(sample, first, (x, w, b), grad)
+    again = forward_backward(sample, (x, w, b), grad)
+    assert torch.equal(first[3], again[3])
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_gemm_nan_inf_inputs_and_bounds(dtype):
     """NaN and inf in x and the weight, and every kind of bound, at a size our GEMM takes."""

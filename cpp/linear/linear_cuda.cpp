@@ -276,17 +276,35 @@ Tensor linear_cuda_impl(const Tensor& x, const Tensor& weight, const OptTensor& 
 // ---- backward ---------------------------------------------------------------------------
 
 // The gradient at the pre-activation z as a [M, N] matrix (grad itself,
-// viewed, when the epilogue is the identity).
-Tensor grad_z_cuda(const Tensor& grad2d, const Tensor& saved, const LinearEpilogue& e) {
-  if (e.identity()) return grad2d;
+// viewed, when the epilogue is the identity). With `grad_b`, the pass also
+// writes the bias gradient where it can (a dense grad, the usual case: one
+// read of grad_z less than cuBLASLt's BGRADB or a sum); returns whether it did.
+bool grad_z_cuda(const Tensor& grad2d, const Tensor& saved, const LinearEpilogue& e, Tensor& grad_z,
+                 const Tensor* grad_b) {
+  if (e.identity()) {
+    grad_z = grad2d;
+    return false;
+  }
   const int64_t M = grad2d.size(0), N = grad2d.size(1);
-  Tensor grad_z = empty(grad2d, {M, N});
+  grad_z = empty(grad2d, {M, N});
   const Tensor s = torch::stable::contiguous(saved);
+  const DType dtype = to_dtype(grad2d.scalar_type());
+  const int64_t gs0 = grad2d.stride(0), gs1 = grad2d.stride(1);
+  const int64_t partials =
+      grad_b == nullptr ? 0
+                        : cuda::linear_grad_bias_partials(dtype, grad2d.const_data_ptr(), gs0, gs1,
+                                                          s.const_data_ptr(), grad_z.const_data_ptr(), M, N);
+  Tensor partial;
+  if (partials > 0) {
+    const bool wide = grad2d.scalar_type() == ScalarType::Double;
+    partial = empty(grad2d, {partials}, wide ? ScalarType::Double : ScalarType::Float);
+  }
   cuda::check_cuda(
-      "linear", cuda::launch_linear_grad_z(to_dtype(grad2d.scalar_type()), grad2d.const_data_ptr(),
-                                           grad2d.stride(0), grad2d.stride(1), s.const_data_ptr(),
-                                           grad_z.mutable_data_ptr(), M, N, e, cuda::current_stream(grad2d)));
-  return grad_z;
+      "linear", cuda::launch_linear_grad_z(
+                    dtype, grad2d.const_data_ptr(), gs0, gs1, s.const_data_ptr(), grad_z.mutable_data_ptr(),
+                    M, N, e, partials > 0 ? grad_b->mutable_data_ptr() : nullptr,
+                    partials > 0 ? partial.mutable_data_ptr() : nullptr, cuda::current_stream(grad2d)));
+  return partials > 0;
 }
 
 // grad_x[M, K] = grad_z[M, N] . weight[N, K], in grad's leading shape.
@@ -341,16 +359,16 @@ LinearGrads linear_backward_cuda(const Tensor& grad, const Tensor& x, const Tens
   linear_check_backward(grad, x, weight, saved, mask, e);
   const CublasMath math = cublas_math_of(cublas_math);
   const torch::stable::accelerator::DeviceGuard guard(grad.get_device_index());
-  const Tensor grad_z = grad_z_cuda(as_matrix(grad), saved, e);
-  const int64_t N = grad_z.size(1);
-  lt::CallContext ctx(grad);
-  Tensor grad_x, grad_w, grad_b;
-  if (mask[0]) grad_x = grad_x_cuda(grad, grad_z, weight, math, ctx);
+  const Tensor grad2d = as_matrix(grad);
+  const int64_t N = grad2d.size(1);
+  Tensor grad_x, grad_w, grad_b, grad_z;
   if (mask[2]) grad_b = empty(grad, {N});
-  bool grad_b_done = false;
+  bool grad_b_done = grad_z_cuda(grad2d, saved, e, grad_z, mask[2] ? &grad_b : nullptr);
+  lt::CallContext ctx(grad);
+  if (mask[0]) grad_x = grad_x_cuda(grad, grad_z, weight, math, ctx);
   if (mask[1]) {
     grad_w = empty(grad, {N, x.size(-1)});
-    grad_b_done = grad_w_cuda(grad_w, grad_z, x, mask[2] ? &grad_b : nullptr, math, ctx);
+    grad_b_done |= grad_w_cuda(grad_w, grad_z, x, mask[2] && !grad_b_done ? &grad_b : nullptr, math, ctx);
   }
   if (mask[2] && !grad_b_done) {
     const int64_t rows_dim = 0;

@@ -21,8 +21,9 @@ __device__ __forceinline__ T epilogue_value(T z, const Bounds<opmath_t<T>>& b) {
   return from_opmath<T>(clamp_value(y, b.has_min, b.lo, b.has_max, b.hi));
 }
 
+// grad_z before its rounding to T.
 template <typename T, Activation kAct, bool kClamps>
-__device__ __forceinline__ T grad_value(T g, T s, const Bounds<opmath_t<T>>& b) {
+__device__ __forceinline__ opmath_t<T> grad_opmath(T g, T s, const Bounds<opmath_t<T>>& b) {
   using A = opmath_t<T>;
   const A v = to_opmath(s);
   A d = activate_grad(kAct, v);
@@ -30,7 +31,12 @@ __device__ __forceinline__ T grad_value(T g, T s, const Bounds<opmath_t<T>>& b) 
     const A y = to_opmath(from_opmath<T>(activate(kAct, v)));
     d = clamp_passes(y, b.has_min, b.lo, b.has_max, b.hi) ? d : A(0);
   }
-  return from_opmath<T>(to_opmath(g) * d);
+  return to_opmath(g) * d;
+}
+
+template <typename T, Activation kAct, bool kClamps>
+__device__ __forceinline__ T grad_value(T g, T s, const Bounds<opmath_t<T>>& b) {
+  return from_opmath<T>(grad_opmath<T, kAct, kClamps>(g, s, b));
 }
 
 // out = epilogue(z) over n elements, kVec per access (z and out may alias, so
@@ -86,6 +92,103 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// grad_z from a dense grad and the bias gradient's partial sums, in one pass.
+// Block (x, y) takes 32 * kVec columns (kVec a lane) of row block y, its warps
+// every kWarps-th row of it; the block adds its warps' sums (of grad_z before
+// rounding, in opmath) into partial[y, :], in a fixed order: deterministic.
+// sum_rows_kernel then adds the row blocks.
+constexpr int kWarps = kThreads / 32;
+
+template <typename T, int kVec, Activation kAct, bool kClamps>
+__global__ void __launch_bounds__(kThreads)
+    grad_z_bias_kernel(const T* __restrict__ grad, const T* __restrict__ saved, T* __restrict__ grad_z,
+                       opmath_t<T>* __restrict__ partial, int64_t rows, int64_t cols, int64_t block_rows,
+                       Bounds<opmath_t<T>> b) {
+  using A = opmath_t<T>;
+  using V = Vec<T, kVec>;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t col = (int64_t(blockIdx.x) * 32 + lane) * kVec;
+  const int64_t first = int64_t(blockIdx.y) * block_rows;
+  const int64_t last = first + block_rows < rows ? first + block_rows : rows;
+  A sum[kVec] = {};
+  if (col < cols) {
+    for (int64_t r = first + warp; r < last; r += kWarps) {
+      const int64_t i = (r * cols + col) / kVec;
+      const V g = reinterpret_cast<const V*>(grad)[i];
+      const V s = reinterpret_cast<const V*>(saved)[i];
+      V out;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const A v = grad_opmath<T, kAct, kClamps>(g.v[e], s.v[e], b);
+        sum[e] += v;
+        out.v[e] = from_opmath<T>(v);
+      }
+      reinterpret_cast<V*>(grad_z)[i] = out;
+    }
+  }
+  __shared__ A sums[kWarps][kVec * 32];  // [warp][e * 32 + lane]: no bank conflicts on the writes
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) sums[warp][e * 32 + lane] = sum[e];
+  __syncthreads();
+  // Column c of the block is lane c / kVec's element c % kVec.
+  for (int c = threadIdx.x; c < 32 * kVec; c += kThreads) {
+    const int64_t column = int64_t(blockIdx.x) * 32 * kVec + c;
+    if (column >= cols) break;
+    A total = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total += sums[w][(c % kVec) * 32 + c / kVec];
+    partial[blockIdx.y * cols + column] = total;
+  }
+}
+
+// out[c] = T(sum over the row blocks y of partial[y, c]): a block takes 32
+// columns, its warps every kWarps-th row block.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sum_rows_kernel(const opmath_t<T>* __restrict__ partial, T* __restrict__ out, int64_t row_blocks,
+                    int64_t cols) {
+  using A = opmath_t<T>;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t c = int64_t(blockIdx.x) * 32 + lane;
+  A total = 0;
+  if (c < cols) {
+    for (int64_t y = warp; y < row_blocks; y += kWarps) total += partial[y * cols + c];
+  }
+  __shared__ A sums[kWarps][32];
+  sums[warp][lane] = total;
+  __syncthreads();
+  if (warp != 0 || c >= cols) return;
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) total += sums[w][lane];
+  out[c] = from_opmath<T>(total);
+}
+
+// The bias reduction's grid: 32 * kVec columns a block, and rows in blocks of at
+// least kWarps, about 1024 blocks in all. More, shorter blocks ran faster on the
+// H200 than one resident wave of longer ones (4096^3 bf16: 37.8 us against 39.3
+// with 4 blocks an SM and 42.9 with 8), while the partial sums stay small.
+struct BiasGrid {
+  int64_t col_blocks, row_blocks, block_rows;
+};
+
+BiasGrid bias_grid(int64_t rows, int64_t cols, int vec) {
+  const int64_t col_blocks = (cols + 32 * vec - 1) / (32 * vec);
+  const int64_t most = std::max<int64_t>((rows + kWarps - 1) / kWarps, 1);
+  const int64_t wanted = std::clamp<int64_t>(1024 / col_blocks, 1, std::min<int64_t>(most, 65535));
+  const int64_t block_rows = (rows + wanted - 1) / wanted;
+  return {col_blocks, std::max<int64_t>((rows + block_rows - 1) / block_rows, 1), block_rows};
+}
+
+int vec_of(DType dtype) {
+  switch (dtype) {
+    case DType::Float16:
+    case DType::BFloat16: return 8;
+    case DType::Float32: return 4;
+    case DType::Float64: return 2;
+  }
+  return 1;
+}
+
 template <typename Body>
 cudaError_t dispatch_activation(Activation act, Body&& body) {
   switch (act) {
@@ -125,11 +228,22 @@ cudaError_t launch_linear_epilogue(DType dtype, const void* z, void* out, int64_
   });
 }
 
+int64_t linear_grad_bias_partials(DType dtype, const void* grad, int64_t gs0, int64_t gs1, const void* saved,
+                                  const void* grad_z, int64_t rows, int64_t cols) {
+  const bool dense = (gs1 == 1 || cols == 1) && (gs0 == cols || rows == 1);
+  const bool vectors = aligned16(grad) && aligned16(saved) && aligned16(grad_z) && cols % vec_of(dtype) == 0;
+  if (!dense || !vectors || rows == 0 || cols == 0) return 0;
+  return bias_grid(rows, cols, vec_of(dtype)).row_blocks * cols;
+}
+
 cudaError_t launch_linear_grad_z(DType dtype, const void* grad, int64_t gs0, int64_t gs1, const void* saved,
                                  void* grad_z, int64_t rows, int64_t cols, const LinearEpilogue& e,
-                                 cudaStream_t stream) {
+                                 void* grad_b, void* partial, cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n == 0) return cudaSuccess;
+  if (grad_b != nullptr && linear_grad_bias_partials(dtype, grad, gs0, gs1, saved, grad_z, rows, cols) == 0) {
+    return cudaErrorInvalidValue;
+  }
   return dispatch_dtype(dtype, [&]<typename T>() {
     return dispatch_activation(e.act, [&]<Activation kAct>() {
       auto launch = [&]<bool kClamps>() {
@@ -138,7 +252,18 @@ cudaError_t launch_linear_grad_z(DType dtype, const void* grad, int64_t gs0, int
         T* gz = static_cast<T*>(grad_z);
         const auto b = bounds_of<T>(e);
         const bool dense = (gs1 == 1 || cols == 1) && (gs0 == cols || rows == 1);
-        if (dense && aligned16(g) && aligned16(s) && aligned16(gz)) {
+        if (grad_b != nullptr) {
+          constexpr int kVec = kVec16<T>;
+          static_assert(kVec * sizeof(T) == 16);
+          const BiasGrid grid = bias_grid(rows, cols, kVec);
+          auto* p = static_cast<opmath_t<T>*>(partial);
+          grad_z_bias_kernel<T, kVec, kAct, kClamps>
+              <<<dim3(unsigned(grid.col_blocks), unsigned(grid.row_blocks)), kThreads, 0, stream>>>(
+                  g, s, gz, p, rows, cols, grid.block_rows, b);
+          const auto column_blocks = static_cast<unsigned>((cols + 31) / 32);
+          sum_rows_kernel<T>
+              <<<column_blocks, kThreads, 0, stream>>>(p, static_cast<T*>(grad_b), grid.row_blocks, cols);
+        } else if (dense && aligned16(g) && aligned16(s) && aligned16(gz)) {
           constexpr int kVec = kVec16<T>;
           const int64_t items = std::max<int64_t>(n / kVec, n % kVec);
           grad_z_dense_kernel<T, kVec, kAct, kClamps>
