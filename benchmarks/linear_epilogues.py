@@ -129,6 +129,9 @@ def child_max_autotune(out: Path, seconds: float, shapes: list[tuple[int, int, i
             if time.monotonic() - begin > seconds:
                 break
             x, w, b = bench.linear_inputs(torch.device("cuda"), dtype, m, n, k)
+            # Every compile below traces the same code: without a reset the ninth shape and
+            # dtype would hit dynamo's recompile limit (a hard failure under fullgraph).
+            torch._dynamo.reset()
             with torch.no_grad():
                 for name in TUNED:
                     try:
