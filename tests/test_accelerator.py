@@ -189,3 +189,104 @@ def test_cuda_out_of_memory_in_the_backward_is_torchs_out_of_memory_error():
             y.backward(grad)
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
+
+
+# ---- the public functions' C entries (accel/common/python.h) ----------------------------
+
+ENTRIES = {"add": (fusedops.ops.add, "_add", torch.ops.fusedops.add.default),
+           "linear": (fusedops.ops.linear, "_linear", torch.ops.fusedops.linear.default),
+           "scale_bias_clamp": (fusedops.ops.scale_bias_clamp, "_sbc", torch.ops.fusedops.scale_bias_clamp.default)}
+
+
+@pytest.mark.parametrize("op", ENTRIES)
+def test_public_functions_call_the_c_entries(op):
+    """With C++ autograd each public function calls its op through the
+    accelerator's C entry, which keeps OpOverload._op (its fallback) as its
+    self; without, OpOverload._op itself."""
+    module, name, overload = ENTRIES[op]
+    call = getattr(module, name)
+    if _loader.AUTOGRAD.path == "C++":
+        assert call is not overload._op and call.__name__ == op and call.__self__ is overload._op
+    else:
+        assert call is overload._op
+
+
+def _outcome(fn, *args):
+    """fn(*args)'s result, or its error's type and message."""
+    try:
+        return fn(*args)
+    except Exception as error:  # noqa: BLE001 - the error is the outcome compared
+        return type(error), str(error)
+
+
+def _entry_cases():
+    x, w, b = torch.randn(5, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64), torch.randn(3)
+    p = torch.nn.Parameter(torch.randn(8, dtype=torch.float64))
+    t = torch.randn(5, 8, dtype=torch.float64)
+    return {
+        "add": [(t, x), (t, p), (p, t[1:, :]), (t, 1.5), (t, None), (t,), (t, x, x), (t, torch.randn(3))],
+        "linear": [(x, w, b.double(), "gelu", -0.5, 0.5), (x, w, None, None, None, None), (x, w, None, "relu", 0, 2),
+                   (x, w, None, None, True, None), (x, w, None, None, -(1 << 70), None),
+                   (x, w, None, None, torch.tensor(0.5), None), (x, w, None, "tanh", None, None),
+                   (x, w, None, 3, None, None), (x, w, None, "gel\ud800u", None, None), (x, w, [1.0], None, None, None),
+                   (x, w.float(), None, None, None, None), (p.view(1, 8), w, None, None, None, None), (x, w)],
+        "scale_bias_clamp": [(t, None, None, 2.0, 0.5, -1.0, 1.0), (t, torch.tensor(2.0, dtype=torch.float64), p,
+                                                                     1.0, 0.0, None, 0.5),
+                             (t, None, None, 2, 1, -1, None), (t, None, None, True, 0.5, None, None),
+                             (t, None, None, 2.0, 0.5, "low", None), (t, None, None, 2.0)],
+    }
+
+
+@pytest.mark.parametrize("op", ENTRIES)
+def test_c_entries_agree_with_the_op_on_every_argument_kind(op):
+    """Tensors, Parameters, None, bools, ints beyond a double, tensors for
+    numbers, strings that are no valid UTF-8, wrong counts: each entry gives
+    what OpOverload._op gives (the same values, or the same error)."""
+    module, name, overload = ENTRIES[op]
+    for args in _entry_cases()[op]:
+        ours, theirs = _outcome(getattr(module, name), *args), _outcome(overload._op, *args)
+        if isinstance(theirs, torch.Tensor):
+            assert isinstance(ours, torch.Tensor) and torch.equal(ours, theirs), args
+        else:
+            assert ours == theirs, args
+
+
+class _Logged(torch.Tensor):
+    calls: list = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.calls.append(func)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class _LoggingMode(torch.overrides.TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def test_c_entries_hand_subclasses_and_modes_to_the_op():
+    """A tensor subclass's __torch_function__ and a TorchFunctionMode see the op,
+    as they do with OpOverload._op (the Python path calls the ops' no-grad twins
+    where no gradient is needed); plain tensors take the C entry."""
+    cpp = _loader.AUTOGRAD.path == "C++"
+    ops = torch.ops.fusedops
+    a, b, w = torch.randn(4, 3), torch.randn(3), torch.randn(2, 3)
+    _Logged.calls.clear()
+    out = fusedops.add(a.as_subclass(_Logged), b)
+    assert _fusedops_ops(_Logged.calls) == [ops.add.default if cpp else ops._add_nograd.default]
+    assert type(out) is _Logged
+    torch.testing.assert_close(out.as_subclass(torch.Tensor), a + b, rtol=0, atol=0)
+    with _LoggingMode() as mode:
+        out = fusedops.linear(a, w, None, activation="relu")
+    assert _fusedops_ops(mode.calls) == [ops.linear.default if cpp else ops._linear_nograd.default]
+    assert type(out) is torch.Tensor
+
+
+def _fusedops_ops(calls):
+    return [f for f in calls if isinstance(f, torch._ops.OpOverload) and f.namespace == "fusedops"]

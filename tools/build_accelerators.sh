@@ -22,6 +22,8 @@ if [ $# -gt 0 ]; then versions=("$@"); else read -ra versions <<< "$(python3 too
 work=${WORK_DIR:-$(mktemp -d)}
 python=${PYTHON:-python3}
 py_tag=$("$python" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')
+# The limited API's types only (accel/common/python.h): any Python >= 3.10 serves.
+python_include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 target=${PLATFORM:-$(uname -m)}
 platform=manylinux_2_28_$target
 cross=()
@@ -33,8 +35,8 @@ fi
 for version in "${versions[@]}"; do
   start=$SECONDS
   files="$work/torch-$version-$target"
-  if [ ! -f "$files/lib/libtorch_cpu.so" ]; then
-    # --no-deps: only torch's own wheel (its headers and two libraries are used);
+  if [ ! -f "$files/lib/libtorch_python.so" ]; then
+    # --no-deps: only torch's own wheel (its headers and three libraries are used);
     # PIP_CONSTRAINT=/dev/null: any cap on torch this machine sets does not apply.
     PIP_CONSTRAINT=/dev/null "$python" -m pip download -q --no-deps --only-binary=:all: --python-version "$py_tag" \
       --platform "$platform" -d "$work/wheels-$version" "torch==$version" 2>&1 |
@@ -47,15 +49,19 @@ for version in "${versions[@]}"; do
   # No RPATH: like fusedops._C, it finds torch's libraries among those `import
   # torch` loaded; a build-tree RPATH would point into WORK_DIR (repair_wheel.sh refuses it).
   cmake -S accel -B "$work/build-$version-$target" -G Ninja -DFUSEDOPS_TORCH_VERSION="$version" \
-    -DFUSEDOPS_TORCH_ROOT="$files" -DCMAKE_SKIP_BUILD_RPATH=ON "${cross[@]}" >/dev/null
+    -DFUSEDOPS_TORCH_ROOT="$files" -DFUSEDOPS_PYTHON_INCLUDE="$python_include" -DCMAKE_SKIP_BUILD_RPATH=ON \
+    "${cross[@]}" >/dev/null
   cmake --build "$work/build-$version-$target"
   library=$(find "$work/build-$version-$target" -maxdepth 1 -name 'torch_*_*.so')
-  # What it may link: torch's CPU libraries and the C/C++ runtime, never CUDA.
+  # What it may link: torch's CPU and Python libraries and the C/C++ runtime, never
+  # CUDA (nor libpython: the interpreter's functions are looked up at run time).
   needed=$(readelf -d "$library" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
   for lib in $needed; do
     case $lib in
-      libc10.so | libtorch_cpu.so | libstdc++.so.* | libgcc_s.so.* | libc.so.* | libm.so.* | ld-linux-*.so.*) ;;
-      *) echo "build_accelerators: $(basename "$library") links $lib (allowed: libc10, libtorch_cpu, the C/C++ runtime)" >&2
+      libc10.so | libtorch_cpu.so | libtorch_python.so | libstdc++.so.* | libgcc_s.so.* | libc.so.* | libm.so.* | \
+        libdl.so.* | ld-linux-*.so.*) ;;
+      *) echo "build_accelerators: $(basename "$library") links $lib" \
+           "(allowed: libc10, libtorch_cpu, libtorch_python, the C/C++ runtime)" >&2
          exit 1 ;;
     esac
   done

@@ -1,6 +1,7 @@
 """Unpack what an accelerator is compiled against from a torch wheel: its C++
-headers (torch/include) and the two libraries an accelerator links
-(torch/lib/libc10.so, libtorch_cpu.so). Nothing else of the wheel (its CUDA
+headers (torch/include) and the three libraries an accelerator links
+(torch/lib/libc10.so, libtorch_cpu.so, libtorch_python.so: its C++ symbols are
+the same in every Python's wheel). Nothing else of the wheel (its CUDA
 libraries are ~2 GB) is written.
 
     python tools/torch_files.py WHEEL DEST      # DEST/include, DEST/lib
@@ -12,7 +13,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-WANTED_LIBS = ("torch/lib/libc10.so", "torch/lib/libtorch_cpu.so")
+WANTED_LIBS = ("torch/lib/libc10.so", "torch/lib/libtorch_cpu.so", "torch/lib/libtorch_python.so")
 
 
 def unpack(wheel: Path, dest: Path) -> None:

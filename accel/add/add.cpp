@@ -2,6 +2,7 @@
 // over the dimensions it was broadcast along (sum_to over symbolic sizes, so
 // dynamic shapes hold; built of differentiable ops: double backward works).
 #include "accel/common/accel.h"
+#include "accel/common/python.h"
 
 namespace fusedops::accel {
 namespace {
@@ -38,8 +39,16 @@ Tensor add_autograd(c10::DispatchKeySet keys, const Tensor& a, const Tensor& b) 
 
 void register_add(Libraries& libraries) { libraries.autograd("add", TORCH_FN(add_autograd)); }
 
+// add(a, b)'s C entry.
+PyObject* add_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
+  static const auto add = fusedops_op<AddSignature>("add");
+  if (n != 2 || !plain_tensors({args[0], args[1]})) return call_fallback(fallback, args, n);
+  return run_op([&] { return add.call(tensor_of(args[0]), tensor_of(args[1])); });
+}
+
 }  // namespace
 
 FUSEDOPS_ACCEL_OP(add, register_add);
+FUSEDOPS_ACCEL_ENTRY(add, add_entry);
 
 }  // namespace fusedops::accel

@@ -7,6 +7,7 @@
 #include <ATen/autocast_mode.h>
 
 #include "accel/common/accel.h"
+#include "accel/common/python.h"
 
 namespace fusedops::accel {
 namespace {
@@ -118,8 +119,25 @@ void register_linear(Libraries& libraries) {
                                TORCH_FN((linear_autocast<c10::kCUDA, c10::DispatchKey::AutocastCUDA>)));
 }
 
+// linear(x, weight, bias, activation, min, max)'s C entry (cublas_math: the
+// schema's default, the flags read when the kernel runs).
+PyObject* linear_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
+  static const auto linear = fusedops_op<LinearSignature>("linear");
+  OptTensor bias;
+  OptStr activation;
+  OptDouble min, max;
+  if (n != 6 || !plain_tensors({args[0], args[1]}) || !optional_tensor(args[2], bias) ||
+      !optional_string(args[3], activation) || !optional_number(args[4], min) ||
+      !optional_number(args[5], max)) {
+    return call_fallback(fallback, args, n);
+  }
+  return run_op(
+      [&] { return linear.call(tensor_of(args[0]), tensor_of(args[1]), bias, activation, min, max, -1); });
+}
+
 }  // namespace
 
 FUSEDOPS_ACCEL_OP(linear, register_linear);
+FUSEDOPS_ACCEL_ENTRY(linear, linear_entry);
 
 }  // namespace fusedops::accel

@@ -2,6 +2,7 @@
 // x * scale + bias (and the clamp mask) from x, so x, scale and bias are
 // saved, not the output.
 #include "accel/common/accel.h"
+#include "accel/common/python.h"
 
 namespace fusedops::accel {
 namespace {
@@ -66,8 +67,23 @@ Tensor sbc_autograd(c10::DispatchKeySet keys, const Tensor& x, const OptTensor& 
 
 void register_sbc(Libraries& libraries) { libraries.autograd("scale_bias_clamp", TORCH_FN(sbc_autograd)); }
 
+// scale_bias_clamp(x, scale, bias, scale_value, bias_value, min, max)'s C entry.
+PyObject* sbc_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
+  static const auto sbc = fusedops_op<SbcSignature>("scale_bias_clamp");
+  OptTensor scale, bias;
+  double scale_value = 0, bias_value = 0;
+  std::optional<double> min, max;
+  if (n != 7 || !plain_tensors({args[0]}) || !optional_tensor(args[1], scale) ||
+      !optional_tensor(args[2], bias) || !number(args[3], scale_value) || !number(args[4], bias_value) ||
+      !optional_number(args[5], min) || !optional_number(args[6], max)) {
+    return call_fallback(fallback, args, n);
+  }
+  return run_op([&] { return sbc.call(tensor_of(args[0]), scale, bias, scale_value, bias_value, min, max); });
+}
+
 }  // namespace
 
 FUSEDOPS_ACCEL_OP(scale_bias_clamp, register_sbc);
+FUSEDOPS_ACCEL_ENTRY(scale_bias_clamp, sbc_entry);
 
 }  // namespace fusedops::accel

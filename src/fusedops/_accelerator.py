@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,6 +36,9 @@ class Autograd(NamedTuple):
     ops: frozenset[str]  # the public ops with C++ autograd
     path: str  # "C++" or "Python"
     reason: str  # which accelerator, or why none
+    # entry(op, fallback): the accelerator's C entry for public op `op`, a drop-in
+    # for `fallback` (its OpOverload._op); `fallback` itself where it has none
+    entry: Callable[[str, Callable], Callable] | None = None
 
 
 def _library_name(minor: tuple[int, int]) -> str:
@@ -69,8 +73,13 @@ def activate(stable_library: str, carried: list[str]) -> Autograd:
         stable = ctypes.CDLL(stable_library)
         stable.fusedops_set_cublas_math_reader.argtypes = [ctypes.c_void_p]
         stable.fusedops_set_cublas_math_reader(reader)
+        # PyDLL: called with the GIL held, as it makes Python objects.
+        entry = ctypes.PyDLL(str(path)).fusedops_accel_entry
+        entry.restype = ctypes.py_object
+        entry.argtypes = [ctypes.c_char_p, ctypes.py_object]
     except (OSError, AttributeError) as error:
         warnings.warn(f"fusedops: the C++ autograd accelerator for torch {version} failed to load ({error}); "
                       "using Python autograd (same results, more host time)", RuntimeWarning, stacklevel=3)
         return _python(f"the accelerator for torch {version} failed to load ({error})")
-    return Autograd(ops, "C++", f"C++ autograd for torch {version} ({path.name}: {', '.join(sorted(ops))})")
+    return Autograd(ops, "C++", f"C++ autograd for torch {version} ({path.name}: {', '.join(sorted(ops))})",
+                    lambda op, fallback: entry(op.encode(), fallback))

@@ -29,12 +29,18 @@ def cpp(op: str) -> bool:
     return _loader.AUTOGRAD is not None and op in _loader.AUTOGRAD.ops
 
 
-def direct(op: torch._ops.OpOverload) -> Callable:
+def direct(op: torch._ops.OpOverload, entry: str | None = None) -> Callable:
     """The C++ callable behind `op`. OpOverload.__call__ only forwards to it, and
     that Python frame is a fifth of a small op's host cost (0.7 of 4.2 us for a
-    16x16 add on the CPU); torch.compile, which cannot trace the C++ callable,
+    16x16 add on the CPU). With `entry` (a public op the accelerator covers),
+    the accelerator's C entry for it where there is one: it calls the typed op
+    without OpOverload._op's generic argument parsing (another fifth), and hands
+    any call it does not take (tensor subclasses, torch-function modes, other
+    argument types) to OpOverload._op. torch.compile, which cannot trace either,
     traces `op` in its place."""
     call = op._op
+    if entry is not None and cpp(entry) and _loader.AUTOGRAD.entry is not None:
+        call = _loader.AUTOGRAD.entry(entry, call)
     torch.compiler.substitute_in_graph(call, skip_signature_check=True)(lambda *args: op(*args))
     return call
 

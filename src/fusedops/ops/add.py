@@ -9,7 +9,7 @@ import torch
 
 from .. import _autograd, _checks
 
-_add = _autograd.direct(torch.ops.fusedops.add.default)
+_add = _autograd.direct(torch.ops.fusedops.add.default, "add")
 _add_nograd = _autograd.direct(torch.ops.fusedops._add_nograd.default)
 CPP_AUTOGRAD = _autograd.cpp("add")
 

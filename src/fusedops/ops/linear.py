@@ -12,7 +12,7 @@ import torch
 
 from .. import _autograd, _checks
 
-_linear = _autograd.direct(torch.ops.fusedops.linear.default)
+_linear = _autograd.direct(torch.ops.fusedops.linear.default, "linear")
 _linear_nograd = _autograd.direct(torch.ops.fusedops._linear_nograd.default)
 _linear_forward = _autograd.direct(torch.ops.fusedops._linear_forward.default)
 _linear_backward = torch.ops.fusedops._linear_backward.default

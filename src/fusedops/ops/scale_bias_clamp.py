@@ -11,7 +11,7 @@ import torch
 from .. import _autograd, _checks
 
 OP = "scale_bias_clamp"
-_sbc = _autograd.direct(torch.ops.fusedops.scale_bias_clamp.default)
+_sbc = _autograd.direct(torch.ops.fusedops.scale_bias_clamp.default, OP)
 _sbc_nograd = _autograd.direct(torch.ops.fusedops._scale_bias_clamp_nograd.default)
 _sbc_backward = torch.ops.fusedops._scale_bias_clamp_backward.default
 CPP_AUTOGRAD = _autograd.cpp(OP)
