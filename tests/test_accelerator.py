@@ -211,6 +211,22 @@ def test_public_functions_call_the_c_entries(op):
         assert call is overload._op
 
 
+@pytest.mark.skipif(_loader.AUTOGRAD.path != "C++", reason="entries come with C++ autograd")
+def test_entries_hold_their_fallback_once():
+    """An entry holds a reference to its fallback for as long as it lives, and
+    an op without an entry gets its fallback back: no reference lost or leaked."""
+    def fallback(*args):
+        return args
+
+    before = sys.getrefcount(fallback)
+    for op in ("add", "no such op"):
+        for _ in range(100):
+            entry = _loader.AUTOGRAD.entry(op, fallback)
+            assert (entry is fallback) == (op != "add")
+            del entry
+        assert sys.getrefcount(fallback) == before, op
+
+
 def _outcome(fn, *args):
     """fn(*args)'s result, or its error's type and message."""
     try:

@@ -41,9 +41,11 @@ void register_add(Libraries& libraries) { libraries.autograd("add", TORCH_FN(add
 
 // add(a, b)'s C entry.
 PyObject* add_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
-  static const auto add = fusedops_op<AddSignature>("add");
   if (n != 2 || !plain_tensors({args[0], args[1]})) return call_fallback(fallback, args, n);
-  return run_op([&] { return add.call(tensor_of(args[0]), tensor_of(args[1])); });
+  return run_op([a = tensor_of(args[0]), b = tensor_of(args[1])] {
+    static const auto add = fusedops_op<AddSignature>("add");
+    return add.call(a, b);
+  });
 }
 
 }  // namespace

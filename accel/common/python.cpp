@@ -99,21 +99,21 @@ std::vector<PyMethodDef*>& entries() {
 
 // The C entry of `op`, replacing `fallback` (OpOverload._op, which it calls
 // where it does not take the fast path); `fallback` itself where the
-// accelerator has no entry for op or cannot reach the interpreter. Called with
-// the GIL held (ctypes.PyDLL). ctypes takes its own reference to the result:
-// the entry's is kept, as entries live as long as the process.
+// accelerator has no entry for op; nullptr (no error set) where it cannot
+// reach the interpreter. Called with the GIL held (ctypes.PyDLL), and returns a
+// new reference, which ctypes (restype py_object) takes over.
 extern "C" __attribute__((visibility("default"))) PyObject* fusedops_accel_entry(const char* op,
                                                                                  PyObject* fallback) {
   using namespace fusedops::accel;
   const Python* py = python();
-  if (py == nullptr) return fallback;
+  if (py == nullptr) return nullptr;
   for (PyMethodDef* def : entries()) {
     if (std::string_view(def->ml_name) == op) {
-      PyObject* entry = py->new_function(def, fallback, nullptr);
-      if (entry != nullptr) return entry;
+      if (PyObject* entry = py->new_function(def, fallback, nullptr)) return entry;
       py->clear_error();
-      return fallback;
+      break;
     }
   }
+  py->incref(fallback);
   return fallback;
 }

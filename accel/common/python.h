@@ -74,7 +74,8 @@ inline bool plain_tensor(PyObject* o) {
          Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(ParameterClass);
 }
 
-inline const Tensor& tensor_of(PyObject* o) { return reinterpret_cast<PythonTensor*>(o)->tensor; }
+// A new reference to a plain tensor's payload.
+inline Tensor tensor_of(PyObject* o) { return reinterpret_cast<PythonTensor*>(o)->tensor; }
 
 // Whether every argument in `args` is a plain tensor and no torch-function
 // mode would see the call.
@@ -98,7 +99,9 @@ PyObject* call_fallback(PyObject* fallback, PyObject* const* args, Py_ssize_t n)
 
 // Runs `op` (a call of a fusedops op) with the GIL released; its tensor, or a
 // Python exception as torch raises it (torch.OutOfMemoryError for a CUDA out
-// of memory).
+// of memory). `op` holds its own references to the tensors (taken with the GIL
+// held: another thread may swap a Python tensor's payload meanwhile) and looks
+// up its op handle itself, so that every C++ exception lands here.
 template <typename F>
 PyObject* run_op(F&& op) {
   const Python& py = *python();

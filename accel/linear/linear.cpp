@@ -122,7 +122,6 @@ void register_linear(Libraries& libraries) {
 // linear(x, weight, bias, activation, min, max)'s C entry (cublas_math: the
 // schema's default, the flags read when the kernel runs).
 PyObject* linear_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
-  static const auto linear = fusedops_op<LinearSignature>("linear");
   OptTensor bias;
   OptStr activation;
   OptDouble min, max;
@@ -131,8 +130,10 @@ PyObject* linear_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) 
       !optional_number(args[5], max)) {
     return call_fallback(fallback, args, n);
   }
-  return run_op(
-      [&] { return linear.call(tensor_of(args[0]), tensor_of(args[1]), bias, activation, min, max, -1); });
+  return run_op([&, x = tensor_of(args[0]), weight = tensor_of(args[1])] {
+    static const auto linear = fusedops_op<LinearSignature>("linear");
+    return linear.call(x, weight, bias, activation, min, max, -1);
+  });
 }
 
 }  // namespace

@@ -69,7 +69,6 @@ void register_sbc(Libraries& libraries) { libraries.autograd("scale_bias_clamp",
 
 // scale_bias_clamp(x, scale, bias, scale_value, bias_value, min, max)'s C entry.
 PyObject* sbc_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
-  static const auto sbc = fusedops_op<SbcSignature>("scale_bias_clamp");
   OptTensor scale, bias;
   double scale_value = 0, bias_value = 0;
   std::optional<double> min, max;
@@ -78,7 +77,10 @@ PyObject* sbc_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
       !optional_number(args[5], min) || !optional_number(args[6], max)) {
     return call_fallback(fallback, args, n);
   }
-  return run_op([&] { return sbc.call(tensor_of(args[0]), scale, bias, scale_value, bias_value, min, max); });
+  return run_op([&, x = tensor_of(args[0])] {
+    static const auto sbc = fusedops_op<SbcSignature>("scale_bias_clamp");
+    return sbc.call(x, scale, bias, scale_value, bias_value, min, max);
+  });
 }
 
 }  // namespace

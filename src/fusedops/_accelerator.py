@@ -37,7 +37,8 @@ class Autograd(NamedTuple):
     path: str  # "C++" or "Python"
     reason: str  # which accelerator, or why none
     # entry(op, fallback): the accelerator's C entry for public op `op`, a drop-in
-    # for `fallback` (its OpOverload._op); `fallback` itself where it has none
+    # for positional calls of `fallback` (its OpOverload._op); `fallback` itself
+    # where it has none
     entry: Callable[[str, Callable], Callable] | None = None
 
 
@@ -81,5 +82,12 @@ def activate(stable_library: str, carried: list[str]) -> Autograd:
         warnings.warn(f"fusedops: the C++ autograd accelerator for torch {version} failed to load ({error}); "
                       "using Python autograd (same results, more host time)", RuntimeWarning, stacklevel=3)
         return _python(f"the accelerator for torch {version} failed to load ({error})")
+
+    def entry_of(op: str, fallback: Callable) -> Callable:
+        try:
+            return entry(op.encode(), fallback)
+        except ValueError:  # a NULL result: this process's interpreter does not export its C API
+            return fallback
+
     return Autograd(ops, "C++", f"C++ autograd for torch {version} ({path.name}: {', '.join(sorted(ops))})",
-                    lambda op, fallback: entry(op.encode(), fallback))
+                    entry_of)
