@@ -241,7 +241,7 @@ def _entry_cases():
     t = torch.randn(5, 8, dtype=torch.float64)
     return {
         "add": [(t, x), (t, p), (p, t[1:, :]), (t, 1.5), (t, None), (t,), (t, x, x), (t, torch.randn(3))],
-        "linear": [(x, w, b.double(), "gelu", -0.5, 0.5), (x, w, None, None, None, None), (x, w, None, "relu", 0, 2),
+        "linear": [(x, w, b.double(), "gelu", -0.5, 0.5), (x, w, None, None, None, None), (x, w, None, "relu", 0, 2), (x, w, None, None, -1, 1),
                    (x, w, None, None, True, None), (x, w, None, None, -(1 << 70), None),
                    (x, w, None, None, torch.tensor(0.5), None), (x, w, None, "tanh", None, None),
                    (x, w, None, 3, None, None), (x, w, None, "gel\ud800u", None, None), (x, w, [1.0], None, None, None),

@@ -25,9 +25,10 @@ const Python* python() {
                      find(py.new_tuple, "PyTuple_New") && find(py.set_tuple_item, "PyTuple_SetItem") &&
                      find(py.incref, "Py_IncRef") && find(py.decref, "Py_DecRef") &&
                      find(py.float_value, "PyFloat_AsDouble") && find(py.int_value, "PyLong_AsDouble") &&
-                     find(py.utf8, "PyUnicode_AsUTF8AndSize") && find(py.clear_error, "PyErr_Clear") &&
-                     find(py.none, "_Py_NoneStruct") && find(py.float_type, "PyFloat_Type") &&
-                     find(py.int_type, "PyLong_Type") && find(py.str_type, "PyUnicode_Type");
+                     find(py.utf8, "PyUnicode_AsUTF8AndSize") && find(py.error_occurred, "PyErr_Occurred") &&
+                     find(py.clear_error, "PyErr_Clear") && find(py.none, "_Py_NoneStruct") &&
+                     find(py.float_type, "PyFloat_Type") && find(py.int_type, "PyLong_Type") &&
+                     find(py.str_type, "PyUnicode_Type");
     return all ? &py : nullptr;
   }();
   return found;
@@ -62,7 +63,7 @@ bool number(PyObject* o, double& out) {
   }
   if (Py_TYPE(o) != py.int_type) return false;  // bool, numpy scalars, ...: the fallback's rules
   out = py.int_value(o);
-  if (out == -1.0) {  // an error, or -1: the fallback decides
+  if (out == -1.0 && py.error_occurred() != nullptr) {  // too large for a double: the fallback says so
     py.clear_error();
     return false;
   }

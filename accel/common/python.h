@@ -8,7 +8,7 @@
 // only the limited API's types, and calls the interpreter through pointers
 // looked up when the loader asks for an entry (python.cpp): no Python symbol is
 // linked, and --no-undefined still proves every torch symbol. From
-// libtorch_python (loaded by `import torch`) it uses three exported symbols,
+// libtorch_python (loaded by `import torch`) it uses four exported symbols,
 // declared below since torch's Python headers need the full API; and the
 // layout of torch's Python tensor object, checked against torch's own
 // definition at build time (python_layout.cpp).
@@ -61,6 +61,7 @@ struct Python {
   double (*float_value)(PyObject*);
   double (*int_value)(PyObject*);
   const char* (*utf8)(PyObject*, Py_ssize_t*);
+  PyObject* (*error_occurred)();
   void (*clear_error)();
   PyObject* none;
   PyTypeObject *float_type, *int_type, *str_type;
