@@ -63,6 +63,26 @@ def test_every_size_for_sized_ops(fake, tmp_path):
     assert sorted({r["shape"][0] for r in rows}) == [1 << 16, 1 << 20, 1 << 24]
 
 
+def test_no_compile_leaves_torch_compile_uncalled(monkeypatch, tmp_path):
+    called = []
+
+    def op(device, numel, repeats, quick):
+        fns = {impl: (lambda impl=impl: called.append(impl)) for impl in ("fusedops", "eager", "compile", "compile-max")}
+        return [{"op": "fake", "pass": "fwd", "impl": impl, "dtype": "float32", "shape": [numel], "bytes": 12,
+                 "ms": max(ms, 1e-9), "GBs": 12 / max(ms, 1e-9) / 1e6}
+                for impl, ms in bench.measure_impls(fns, device, repeats).items()]
+
+    monkeypatch.setitem(bench.BENCHMARKS, "fake", bench.Benchmark(op))
+    out = tmp_path / "run.json"
+    assert bench.run(parse(["--device", "cpu", "--ops", "fake", "--quick", "--no-compile", "--json", str(out)])) == 0
+    result = json.loads(out.read_text())
+    assert set(called) == {"fusedops", "eager"}
+    assert {r["impl"] for r in result["rows"]} == {"fusedops", "eager"} and result["env"]["baselines"] == "eager"
+    called.clear()  # the next run without the flag times every baseline again
+    assert bench.run(parse(["--device", "cpu", "--ops", "fake", "--quick"])) == 0
+    assert set(called) == {"fusedops", "eager", "compile", "compile-max"}
+
+
 def test_plot_without_matplotlib_says_how_to_get_it(fake, monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
     assert bench.run(parse(["--device", "cpu", "--ops", "fake", "--plot", str(tmp_path / "p.png")])) == 2

@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="auto: cuda where a GPU is visible, else cpu")
     parser.add_argument("--ops", nargs="+", default=list(BENCHMARKS), choices=list(BENCHMARKS))
     parser.add_argument("--quick", action="store_true", help="one small size per op, few repeats")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="time fusedops and eager PyTorch only: no torch.compile baselines (their compiles "
+                             "take most of a run)")
     parser.add_argument("--json", metavar="PATH", help="write the run (environment, ceilings, rows) as JSON")
     parser.add_argument("--plot", metavar="PATH",
                         help="write a PNG of fusedops' speedup per op and size (needs matplotlib)")
@@ -114,6 +117,13 @@ def _call_times_ms(fn: Callable[[], object], device: torch.device, calls: int) -
 
 ROUNDS = 5
 
+# The implementations a run leaves out (--no-compile: torch.compile's).
+_skipped_impls: set[str] = set()
+
+
+def _timed(fns: dict[str, Callable[[], object]]) -> dict[str, Callable[[], object]]:
+    return {name: fn for name, fn in fns.items() if name not in _skipped_impls}
+
 
 def measure_impls(fns: dict[str, Callable[[], object]], device: torch.device, repeats: int) -> dict[str, float]:
     """Median time of one call of each implementation in milliseconds, after
@@ -121,6 +131,7 @@ def measure_impls(fns: dict[str, Callable[[], object]], device: torch.device, re
     rotated order, so that a disturbance lasting milliseconds (a background
     thread, a clock change) falls on all of them instead of skewing one
     implementation's whole measurement."""
+    fns = _timed(fns)
     for fn in fns.values():
         warm_up(fn, device, WARMUP_S)
     names = list(fns)
@@ -173,6 +184,7 @@ def measure_passes(name: str, fns: dict[str, Callable[[], object]], device: torc
     """(pass name, {impl: ms per call}) of `fns` on `numel` elements (see
     measure_impls): eager calls as `name`, and on CUDA replays of graphs of
     graph_calls(numel) calls as `name` + " (CUDA graph)" (device time)."""
+    fns = _timed(fns)
     yield name, measure_impls(fns, device, repeats)
     if device.type == "cuda":
         calls = graph_calls(numel)
@@ -507,6 +519,9 @@ def run(args: argparse.Namespace) -> int:
     sizes = [1 << 20] if args.quick else [1 << 20, 1 << 24, 1 << 28] if on_gpu else [1 << 16, 1 << 20, 1 << 24]
     repeats = 5 if args.quick else (50 if on_gpu else 10)
     _compiler_allows_many_shapes()
+    _skipped_impls.clear()
+    if args.no_compile:
+        _skipped_impls.update(("compile", "compile-max"))
     env = {
         "fusedops": fusedops.__version__,
         "torch": torch.__version__,
@@ -516,6 +531,7 @@ def run(args: argparse.Namespace) -> int:
         "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
         "sizes": sizes,
         "repeats": repeats,
+        "baselines": "eager" if args.no_compile else "eager, compile",
         "command": " ".join(["python -m fusedops"] + sys.argv[1:]),
     }
     print(f"fusedops bench on {env['device']} (torch {env['torch']}; elementwise sizes "
