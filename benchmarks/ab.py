@@ -109,5 +109,6 @@ def main() -> int:
               f"(by time), in {slower_vs_eager} (by speedup over eager)")
     return 0
 
+
 if __name__ == "__main__":
     sys.exit(main())
