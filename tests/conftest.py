@@ -16,7 +16,8 @@ if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
 CUDA = torch.cuda.is_available()
 
 # CUDA cases are collected everywhere and skipped, visibly, without a GPU.
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not CUDA, reason="no CUDA GPU"))]
+needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+DEVICES = ["cpu", pytest.param("cuda", marks=needs_cuda)]
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
 

@@ -11,7 +11,9 @@ import time
 
 import pytest
 import torch
+from conftest import needs_cuda
 
+import fusedops
 from fusedops import bench
 
 
@@ -142,3 +144,40 @@ def test_measure_impls_takes_turns_in_rotated_rounds(fake_clock):
     assert rounds[2] == ["c", "c", "a", "a", "b", "b"]
     assert rounds[3] == rounds[0]
     assert ms == pytest.approx({"a": 1.0, "b": 4.0, "c": 0.0})
+
+
+@needs_cuda
+def test_graph_pass_captures_every_impl_but_those_with_graphs_of_their_own():
+    x = torch.randn(4097, device="cuda")
+    capturing: dict[str, list[bool]] = {"fusedops": [], "eager": [], "compile-max": []}
+
+    def logged(name, fn):
+        def call():
+            capturing[name].append(torch.cuda.is_current_stream_capturing())
+            return fn()
+        return call
+
+    fns = {"fusedops": logged("fusedops", lambda: fusedops.add(x, x)),
+           "eager": logged("eager", lambda: torch.add(x, x)),
+           "compile-max": logged("compile-max", lambda: x * 2)}
+    cuda = torch.device("cuda")
+    passes = dict(bench.measure_passes("fwd", fns, cuda, repeats=5, calls=3))
+    assert set(passes["fwd"]) == {"fusedops", "eager", "compile-max"}
+    assert set(passes["fwd (CUDA graph)"]) == {"fusedops", "eager"}
+    assert capturing["fusedops"].count(True) == capturing["eager"].count(True) == 3  # one graph of 3 calls
+    assert not any(capturing["compile-max"])
+    assert [name for name, _ in bench.measure_passes("fwd", fns, cuda, repeats=5, calls=0)] == ["fwd"]
+
+
+@needs_cuda
+def test_linear_bench_replays_its_small_shapes_from_cuda_graphs(tmp_path):
+    out = tmp_path / "run.json"
+    assert bench.run(parse(["--device", "cuda", "--ops", "linear", "--quick", "--no-compile", "--json", str(out)])) == 0
+    rows = json.loads(out.read_text())["rows"]
+    graphed = {(r["op"], r["pass"], r["dtype"], tuple(r["shape"]), r["impl"]): r for r in rows
+               if r["pass"].endswith("(CUDA graph)")}
+    cases = [(name, "fwd") for name in bench.LINEAR_VARIANTS] + [("linear", "fwd+bwd")]
+    assert set(graphed) == {(op, f"{pass_} (CUDA graph)", dtype, shape, impl)
+                            for op, pass_ in cases for dtype in ("bfloat16", "float16", "float32")
+                            for shape in ((1024, 1024, 1024), (256, 512, 256)) for impl in ("fusedops", "eager")}
+    assert all(r["ms"] > 0 and r["TFLOPs"] > 0 for r in graphed.values())

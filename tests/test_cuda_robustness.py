@@ -14,10 +14,9 @@ import warnings
 
 import pytest
 import torch
-from conftest import CUDA, DEVICES
+from conftest import CUDA, DEVICES, needs_cuda
 from samples import SAMPLES, assert_all_close, assert_matches_reference, forward_backward, ids
 
-needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 needs_two_gpus = pytest.mark.skipif(not CUDA or torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
 every_op = pytest.mark.parametrize("sample", SAMPLES, ids=ids(SAMPLES))
 

@@ -179,16 +179,28 @@ def graph_replays(fns: dict[str, Callable[[], object]], device: torch.device,
     return replays
 
 
-def measure_passes(name: str, fns: dict[str, Callable[[], object]], device: torch.device, numel: int,
-                   repeats: int):
-    """(pass name, {impl: ms per call}) of `fns` on `numel` elements (see
-    measure_impls): eager calls as `name`, and on CUDA replays of graphs of
-    graph_calls(numel) calls as `name` + " (CUDA graph)" (device time)."""
+def gemm_graph_calls(flops: int) -> int:
+    """graph_calls for a linear case of `flops` a call: up to 16, as many as
+    make about 2^35 FLOPs; 0 (no graph pass) above 2^34 FLOPs (from the 4096^3
+    shape up), where one call's device time, 0.2 ms and more, dwarfs its host path."""
+    return 0 if flops > 2**34 else max(1, min(16, 2**35 // flops))
+
+
+# torch.compile's max-autotune replays CUDA graphs of its own, which another
+# graph cannot capture.
+_SELF_GRAPHED = {"compile-max"}
+
+
+def measure_passes(name: str, fns: dict[str, Callable[[], object]], device: torch.device, repeats: int,
+                   calls: int):
+    """(pass name, {impl: ms per call}) of `fns` (see measure_impls): eager
+    calls as `name`, and on CUDA replays of graphs of `calls` calls (none for 0)
+    as `name` + " (CUDA graph)" (device time)."""
     fns = _timed(fns)
     yield name, measure_impls(fns, device, repeats)
-    if device.type == "cuda":
-        calls = graph_calls(numel)
-        times = measure_impls(graph_replays(fns, device, calls), device, repeats)
+    if device.type == "cuda" and calls > 0:
+        captured = {impl: fn for impl, fn in fns.items() if impl not in _SELF_GRAPHED}
+        times = measure_impls(graph_replays(captured, device, calls), device, repeats)
         yield f"{name} (CUDA graph)", {impl: ms / calls for impl, ms in times.items()}
 
 
@@ -228,7 +240,7 @@ def bench_add(device: torch.device, numel: int, repeats: int, quick: bool) -> li
         nbytes = 3 * numel * a.element_size()
         impls = {"fusedops": fusedops.add, "eager": torch.add, "compile": compiled}
         calls = {impl: functools.partial(fn, a, b) for impl, fn in impls.items()}
-        for pass_name, times in measure_passes("fwd", calls, device, numel, repeats):
+        for pass_name, times in measure_passes("fwd", calls, device, repeats, graph_calls(numel)):
             for impl, ms in times.items():
                 rows.append({"op": "add", "pass": pass_name, "impl": impl, "dtype": str(dtype).removeprefix("torch."),
                              "shape": [numel], "bytes": nbytes, "ms": ms, "GBs": nbytes / ms / 1e6})
@@ -361,15 +373,17 @@ def bench_linear(device: torch.device, numel: int, repeats: int, quick: bool = F
                              "compile": functools.partial(compiled[name], x, w, b)}
                     if on_gpu and dtype != torch.float32 and name in tuned:
                         impls["compile-max"] = functools.partial(tuned[name], x, w, b)
-                    times = measure_impls(impls, device, repeats)
-                    rows += _linear_rows(name, "fwd", times, dtype, (m, n, k), 2 * m * n * k)
+                    flops = 2 * m * n * k
+                    for pass_, times in measure_passes("fwd", impls, device, repeats, gemm_graph_calls(flops)):
+                        rows += _linear_rows(name, pass_, times, dtype, (m, n, k), flops)
             leaves = tuple(t.clone().requires_grad_() for t in (x, w, b))
             grad = torch.randn(m, n, device=device, dtype=dtype)
             impls = {impl: functools.partial(_linear_train_step, fn, leaves, grad)
                      for impl, fn in (("fusedops", fusedops.linear), ("eager", eager["linear"]),
                                       ("compile", compiled["linear"]))}
-            times = measure_impls(impls, device, repeats)
-            rows += _linear_rows("linear", "fwd+bwd", times, dtype, (m, n, k), 6 * m * n * k)
+            flops = 6 * m * n * k
+            for pass_, times in measure_passes("fwd+bwd", impls, device, repeats, gemm_graph_calls(flops)):
+                rows += _linear_rows("linear", pass_, times, dtype, (m, n, k), flops)
 
     # Host overhead: 16x16, where the device is idle most of the time; plain
     # and the composite the fused epilogue replaces.
@@ -434,7 +448,7 @@ def bench_scale_bias_clamp(device: torch.device, numel: int, repeats: int, quick
             forward = {impl: functools.partial(_no_grad_call, fn) for impl, fn in fns.items()}
             train = {impl: functools.partial(_train_step, fn, g, (x, scale, bias)) for impl, fn in fns.items()}
             for base, nbytes, calls in (("fwd", fwd_bytes, forward), ("fwd+bwd", bwd_bytes, train)):
-                for pass_name, times in measure_passes(base, calls, device, numel, repeats):
+                for pass_name, times in measure_passes(base, calls, device, repeats, graph_calls(numel)):
                     for impl, ms in times.items():
                         rows.append({"op": "scale_bias_clamp", "pass": pass_name, "impl": impl,
                                      "dtype": str(dtype).removeprefix("torch."), "shape": shape,
