@@ -125,7 +125,7 @@ def test_the_accelerator_reads_the_matmul_flags_as_torch_keeps_them(tf32, fp16, 
     try:
         matmul.allow_tf32, matmul.allow_fp16_reduced_precision_reduction = tf32, fp16
         matmul.allow_bf16_reduced_precision_reduction = bf16
-        # CublasMath's packing (cpp/linear/linear.h): torch's CuBLASReductionOption
+        # CublasMath's packing (cpp/common/cublas_math.h): torch's CuBLASReductionOption
         # is 0 with reduced precision, 1 without (split-K still allowed).
         assert library.fusedops_accel_matmul_flags() == int(tf32) | (int(not fp16) << 1) | (int(not bf16) << 3)
     finally:
