@@ -19,7 +19,7 @@ import fusedops
 from fusedops import _accelerator, _loader
 from fusedops._variant import major_minor
 
-PUBLIC_OPS = ("add", "linear", "scale_bias_clamp")
+PUBLIC_OPS = ("add", "linear", "linear_cross_entropy", "scale_bias_clamp")
 MINOR = "{}.{}".format(*major_minor(torch.__version__))
 
 
@@ -85,6 +85,10 @@ cases = {
     "scale_bias_clamp": (fusedops.scale_bias_clamp, (leaf(6, 7), leaf(()), leaf(7)), {"min": -0.3, "max": 0.8}),
     "linear": (fusedops.linear, (leaf(2, 5, 9), leaf(4, 9), leaf(4)), {"activation": "gelu", "max": 0.5}),
     "linear+relu": (fusedops.linear, (leaf(5, 9), leaf(4, 9), leaf(4)), {"activation": "relu"}),
+    "linear_cross_entropy": (lambda x, w, b, **o: fusedops.linear_cross_entropy(x, w, torch.tensor([[3, -100, 0]]), b, **o),
+                             (leaf(1, 3, 9), leaf(5, 9), leaf(5)), {"label_smoothing": 0.1, "softcap": 2.0}),
+    "linear_cross_entropy none": (lambda x, w: fusedops.linear_cross_entropy(x, w, torch.tensor([4, 1]), reduction="none"),
+                                  (leaf(2, 9), leaf(5, 9)), {}),
 }
 out = {"path": fusedops.build_info()["autograd"].split(":")[0]}
 for name, (fn, inputs, options) in cases.items():
@@ -195,6 +199,8 @@ def test_cuda_out_of_memory_in_the_backward_is_torchs_out_of_memory_error():
 
 ENTRIES = {"add": (fusedops.ops.add, "_add", torch.ops.fusedops.add.default),
            "linear": (fusedops.ops.linear, "_linear", torch.ops.fusedops.linear.default),
+           "linear_cross_entropy": (fusedops.ops.linear_cross_entropy, "_lce",
+                                    torch.ops.fusedops.linear_cross_entropy.default),
            "scale_bias_clamp": (fusedops.ops.scale_bias_clamp, "_sbc", torch.ops.fusedops.scale_bias_clamp.default)}
 
 
@@ -239,6 +245,7 @@ def _entry_cases():
     x, w, b = torch.randn(5, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64), torch.randn(3)
     p = torch.nn.Parameter(torch.randn(8, dtype=torch.float64))
     t = torch.randn(5, 8, dtype=torch.float64)
+    y = torch.tensor([0, 2, -100, 1, 2])
     return {
         "add": [(t, x), (t, p), (p, t[1:, :]), (t, 1.5), (t, None), (t,), (t, x, x), (t, torch.randn(3))],
         "linear": [(x, w, b.double(), "gelu", -0.5, 0.5), (x, w, None, None, None, None), (x, w, None, "relu", 0, 2), (x, w, None, None, -1, 1),
@@ -246,6 +253,11 @@ def _entry_cases():
                    (x, w, None, None, torch.tensor(0.5), None), (x, w, None, "tanh", None, None),
                    (x, w, None, 3, None, None), (x, w, None, "gel\ud800u", None, None), (x, w, [1.0], None, None, None),
                    (x, w.float(), None, None, None, None), (p.view(1, 8), w, None, None, None, None), (x, w)],
+        "linear_cross_entropy": [(x, w, y, b.double(), -100, "mean", 0.1, 2.0), (x, w, y.int(), None, 2, "none", 0, None),
+                                 (x, w, y, None, True, "sum", 0.0, None), (x, w, y, None, 1 << 70, "sum", 0.0, None),
+                                 (x, w, y, None, 2.0, "sum", 0.0, None), (x, w, y, None, -100, None, 0.0, None),
+                                 (x, w, y, None, -100, "max", 0.0, None), (x, w, y, None, -100, "mean", 2, 1),
+                                 (x, w, y.float(), None, -100, "mean", 0.0, None), (x, w, y)],
         "scale_bias_clamp": [(t, None, None, 2.0, 0.5, -1.0, 1.0), (t, torch.tensor(2.0, dtype=torch.float64), p,
                                                                      1.0, 0.0, None, 0.5),
                              (t, None, None, 2, 1, -1, None), (t, None, None, True, 0.5, None, None),

@@ -14,7 +14,7 @@ OPS = sorted(name for name in torch._C._dispatch_get_all_op_names() if name.star
 
 
 def test_the_public_ops_are_registered():
-    for name in ("add", "scale_bias_clamp", "linear"):
+    for name in ("add", "scale_bias_clamp", "linear", "linear_cross_entropy"):
         assert f"fusedops::{name}" in OPS
 
 
@@ -28,7 +28,8 @@ def _arguments(schema):
     """Some value of the right type for each argument (the stand-in must not
     look at them): (positional, keyword)."""
     values = {"Tensor": torch.randn(2), "Optional[Tensor]": None, "float": 1.0, "Optional[float]": None,
-              "Optional[str]": None, "List[bool]": [True, True, True], "int": 0}
+              "Optional[str]": None, "List[bool]": [True, True, True], "int": 0, "str": "mean",
+              "ScalarType": torch.float32}
     args = [values[str(arg.type)] for arg in schema.arguments if not arg.kwarg_only]
     kwargs = {arg.name: values[str(arg.type)] for arg in schema.arguments if arg.kwarg_only}
     return args, kwargs

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 import torch
 
 from .ops.linear import ACTIVATIONS, linear
+from .ops.linear_cross_entropy import linear_cross_entropy
 from .ops.scale_bias_clamp import scale_bias_clamp
 
-__all__ = ["Linear", "ScaleBiasClamp"]
+__all__ = ["Linear", "LinearCrossEntropy", "ScaleBiasClamp"]
 
 class Linear(torch.nn.Linear):
     """clamp(act(x @ weight.T + bias), min, max) as one fused op.
@@ -119,3 +120,71 @@ class ScaleBiasClamp(torch.nn.Module):
     def extra_repr(self) -> str:
         return (f"shape={self.shape}, min={self.min}, max={self.max}, "
                 f"learnable_scale={self.learnable_scale}")
+
+
+class LinearCrossEntropy(torch.nn.Linear):
+    """A language model's head and its loss in one op: forward(x, target) is
+    F.cross_entropy(F.linear(x, weight, bias).float(), target, ...) without the
+    logits of all tokens (fusedops.linear_cross_entropy).
+
+    A torch.nn.Linear subclass with the same parameters (weight [vocab, hidden],
+    bias [vocab] or None), so state dicts load both ways; `from_linear(lm_head)`
+    shares an existing head's parameters (tied embeddings stay tied). The loss
+    options are configuration, not state.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = False,
+        *,
+        ignore_index: int = -100,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+        softcap: float | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
+        self._configure(ignore_index, reduction, label_smoothing, softcap)
+
+    def _configure(self, ignore_index: int, reduction: str, label_smoothing: float, softcap: float | None) -> None:
+        self.ignore_index = int(ignore_index)
+        self.reduction = reduction
+        self.label_smoothing = float(label_smoothing)
+        self.softcap = None if softcap is None else float(softcap)
+
+    @classmethod
+    def from_linear(cls, module: torch.nn.Linear, *, ignore_index: int = -100, reduction: str = "mean",
+                    label_smoothing: float = 0.0, softcap: float | None = None) -> LinearCrossEntropy:
+        """A LinearCrossEntropy sharing `module`'s parameters (no copy)."""
+        if not isinstance(module, torch.nn.Linear):
+            raise TypeError("fusedops.nn.LinearCrossEntropy.from_linear: expected a torch.nn.Linear, got "
+                            f"{type(module).__name__}")
+        new = cls.__new__(cls)
+        torch.nn.Module.__init__(new)
+        new.in_features = module.in_features
+        new.out_features = module.out_features
+        new.weight = module.weight
+        new.bias = module.bias
+        if new.bias is None:
+            new.register_parameter("bias", None)
+        new._configure(ignore_index, reduction, label_smoothing, softcap)
+        new.train(module.training)
+        return new
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return linear_cross_entropy(x, self.weight, target, self.bias, ignore_index=self.ignore_index,
+                                    reduction=self.reduction, label_smoothing=self.label_smoothing,
+                                    softcap=self.softcap)
+
+    def extra_repr(self) -> str:
+        text = super().extra_repr() + f", reduction={self.reduction!r}"
+        if self.ignore_index != -100:
+            text += f", ignore_index={self.ignore_index}"
+        if self.label_smoothing:
+            text += f", label_smoothing={self.label_smoothing}"
+        if self.softcap is not None:
+            text += f", softcap={self.softcap}"
+        return text
