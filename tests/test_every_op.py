@@ -25,6 +25,8 @@ from samples import (
 )
 from torch.library import opcheck
 
+pytestmark = pytest.mark.ops  # the op suite (.ci/run's Python-autograd lane: -m ops)
+
 every_sample = pytest.mark.parametrize("sample", ALL_SAMPLES, ids=ids(ALL_SAMPLES))
 main_samples = pytest.mark.parametrize("sample", SAMPLES, ids=ids(SAMPLES))
 
