@@ -188,3 +188,13 @@ def test_bad_calls_fail_naming_the_argument(sample, device):
             bad.call(*inputs)
         assert bad.arg in re.findall(r"\w+", str(info.value).removeprefix(f"fusedops.{sample.op}:"))
 
+
+@main_samples
+def test_shape_functions_refuse_bad_calls_as_the_kernels_do(sample):
+    """On meta inputs (what torch.compile traces) the Python shape functions
+    run the checks: every bad call fails with the compiled kernels' message."""
+    inputs = sample.make("meta", torch.float32)
+    dtypes = [bad for bad in _derived_bad_calls(sample, "cpu") if "device" not in bad.message]
+    for bad in (*dtypes, *sample.bad):
+        with pytest.raises(bad.error, match=rf"^fusedops\.{sample.op}: {bad.message}"):
+            bad.call(*inputs)
