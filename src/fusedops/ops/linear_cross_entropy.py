@@ -16,7 +16,7 @@ from .._cublas_math import cublas_math
 from .linear import _autocast
 
 OP = "linear_cross_entropy"
-_lce = _autograd.direct(torch.ops.fusedops.linear_cross_entropy.default, OP)
+_linear_cross_entropy = _autograd.direct(torch.ops.fusedops.linear_cross_entropy.default, OP)
 _lce_nograd = _autograd.direct(torch.ops.fusedops._linear_cross_entropy_nograd.default)
 _lce_forward = _autograd.direct(torch.ops.fusedops._linear_cross_entropy_forward.default)
 _lce_backward = torch.ops.fusedops._linear_cross_entropy_backward.default
@@ -72,17 +72,20 @@ def linear_cross_entropy(
     # Positional arguments: keyword parsing costs about 1 us a call.
     try:
         if CPP_AUTOGRAD:
-            return _lce(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap)
+            return _linear_cross_entropy(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap)
         if x.is_cuda:
             if torch.is_autocast_enabled("cuda"):
                 x, weight, bias = _autocast("cuda", x, weight, bias)
         elif x.is_cpu and torch.is_autocast_enabled("cpu"):
             x, weight, bias = _autocast("cpu", x, weight, bias)
-        options = (ignore_index, reduction, label_smoothing, softcap, cublas_math(x))
+        options = (ignore_index, reduction, label_smoothing, softcap)
+        math = cublas_math(x)
         if not _checks.needs_autograd(OP, x, weight, bias):
-            return _lce_nograd(x, weight, target, bias, *options)
-        function = _Recompute if reduction == "none" else _Fused
-        return function.apply(x, weight, target, bias, *options)
+            return _lce_nograd(x, weight, target, bias, *options, math)
+        if reduction == "none":
+            return _Recompute.apply(x, weight, target, bias, *options, math)
+        mask = [x.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad]
+        return _Fused.apply(x, weight, target, bias, *options, mask, math)
     except RuntimeError as error:
         _autograd.raise_out_of_memory(error)
 
@@ -177,28 +180,30 @@ torch.library.register_fake("fusedops::_linear_cross_entropy_scale")(
     lambda grad, saved, dtype: saved.new_empty(saved.shape, dtype=dtype))
 
 
-# ---- autograd -----------------------------------------------------------------------------
+# ---- autograd ----------------------------------------------------------------------------
 # The inputs: x, weight, target, bias, then the options (ignore_index,
-# reduction, label_smoothing, softcap, cublas_math): gradients for x, weight
-# and bias only.
+# reduction, label_smoothing, softcap), for _Fused the mask of gradients, and
+# cublas_math: gradients for x, weight and bias only.
 
 
-def _mask(ctx, bias) -> list:
-    needs = ctx.needs_input_grad
-    return [needs[0], needs[1], bias is not None and needs[3]]
-
-
-def _as_input_grads(grads, mask) -> tuple:
-    """(grad_x, grad_weight, grad_bias) as the gradients of every input."""
+def _as_input_grads(grads, mask, options) -> tuple:
+    """(grad_x, grad_weight, grad_bias) as the gradients of every input, None
+    for the target and the `options` after bias."""
     grad_x, grad_weight, grad_bias = (g if needed else None for g, needed in zip(grads, mask, strict=True))
-    return grad_x, grad_weight, None, grad_bias, None, None, None, None, None
+    return grad_x, grad_weight, None, grad_bias, *(None for _ in range(options))
+
+
+def _remember(ctx, inputs) -> None:
+    x, weight, target, bias, *options = inputs
+    # The backward reads the matmul flags when it runs, as F.linear's does.
+    ctx.options, ctx.n_options = options[:4], len(options)
+    needs = ctx.needs_input_grad
+    ctx.mask = [needs[0], needs[1], bias is not None and needs[3]]
 
 
 def _setup_recompute(ctx, inputs, output):
-    x, weight, target, bias, *options = inputs
-    ctx.options = options[:4]  # the backward reads the matmul flags when it runs, as F.linear's does
-    ctx.mask = _mask(ctx, bias)
-    ctx.save_for_backward(x, weight, target, bias)
+    _remember(ctx, inputs)
+    ctx.save_for_backward(*inputs[:4])
 
 
 def _recomputed(ctx, grad, x, weight, target, bias) -> tuple:
@@ -206,39 +211,36 @@ def _recomputed(ctx, grad, x, weight, target, bias) -> tuple:
     recomputed), whose own autograd refuses a second derivative."""
     grads = _autograd.call_backward_op(_lce_backward, grad, x, weight, target, bias, *ctx.options, ctx.mask,
                                        cublas_math(x))
-    return _as_input_grads(grads, ctx.mask)
+    return _as_input_grads(grads, ctx.mask, ctx.n_options)
 
 
 def _backward_recompute(ctx, grad):
     return _recomputed(ctx, grad, *ctx.saved_tensors)
 
 
-class _Fused(torch.autograd.Function):
-    """What fusedops.linear_cross_entropy runs for "mean" and "sum" with a
-    gradient needed and no C++ autograd: the forward computes the gradients
-    (float32, unrounded) and the backward multiplies them by the incoming one.
-    Under create_graph the backward recomputes instead, through the op whose
-    autograd refuses a second derivative."""
-
-    @staticmethod
-    def forward(ctx, x, weight, target, bias, *options):
-        ctx.options = options[:4]
-        ctx.mask = _mask(ctx, bias)
-        ctx.dtype = x.dtype
-        loss, *grads = _lce_forward(x, weight, target, bias, *options[:4], ctx.mask, options[4])
-        ctx.save_for_backward(x, weight, target, bias, *grads)
-        return loss
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight, target, bias, *saved = ctx.saved_tensors
-        if torch.is_grad_enabled():
-            return _recomputed(ctx, grad, x, weight, target, bias)
-        grads = [_autograd.call_backward_op(_lce_scale, grad, s, ctx.dtype) if needed else None
-                 for s, needed in zip(saved, ctx.mask, strict=True)]
-        return _as_input_grads(grads, ctx.mask)
+def _setup_fused(ctx, inputs, output, saved):
+    _remember(ctx, inputs)
+    ctx.dtype = inputs[0].dtype
+    ctx.save_for_backward(*inputs[:4], *saved)
 
 
+def _backward_fused(ctx, grad):
+    """The forward's float32 gradients times the incoming one; under
+    create_graph recomputed instead, through the op whose autograd refuses a
+    second derivative."""
+    x, weight, target, bias, *saved = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        return _recomputed(ctx, grad, x, weight, target, bias)
+    grads = [_autograd.call_backward_op(_lce_scale, grad, s, ctx.dtype) if needed else None
+             for s, needed in zip(saved, ctx.mask, strict=True)]
+    return _as_input_grads(grads, ctx.mask, ctx.n_options)
+
+
+# What fusedops.linear_cross_entropy runs with a gradient needed and no C++
+# autograd: "mean" and "sum" compute the gradients in the forward pass
+# (_Fused), "none" recomputes the logits in the backward (_Recompute, the same
+# as torch.ops' autograd).
+_Fused = _autograd.function("_Fused", _lce_forward, _setup_fused, _backward_fused, outputs=1)
 _Recompute = _autograd.function("_Recompute", _lce_nograd, _setup_recompute, _backward_recompute)
 
 
