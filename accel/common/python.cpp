@@ -70,6 +70,15 @@ bool number(PyObject* o, double& out) {
   return true;
 }
 
+bool integer(PyObject* o, int64_t& out) {
+  constexpr double kExact = 9007199254740992.0;  // 2^53
+  double value = 0;
+  if (Py_TYPE(o) != python()->int_type || !number(o, value) || !(value >= -kExact && value <= kExact))
+    return false;
+  out = static_cast<int64_t>(value);
+  return true;
+}
+
 bool optional_number(PyObject* o, std::optional<double>& out) {
   if (o == python()->none) return true;
   double value = 0;

@@ -93,6 +93,9 @@ inline bool plain_tensors(std::initializer_list<PyObject*> args) {
 bool optional_tensor(PyObject* o, OptTensor& out);
 bool optional_string(PyObject* o, std::optional<c10::string_view>& out);
 bool number(PyObject* o, double& out);
+// A Python int that a double holds exactly (|v| <= 2^53): what an `int`
+// argument such as ignore_index takes; false for anything else.
+bool integer(PyObject* o, int64_t& out);
 bool optional_number(PyObject* o, std::optional<double>& out);
 
 // The callable an entry replaces, called with the entry's arguments.

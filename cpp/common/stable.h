@@ -25,6 +25,7 @@ namespace fusedops {
 
 using torch::headeronly::ScalarType;
 using torch::stable::Tensor;
+using OptTensor = std::optional<Tensor>;
 
 // "fusedops.<op>: <message>", and nothing else: the stable ABI passes a
 // std::runtime_error's text to Python as it is (STD_TORCH_CHECK would prefix
