@@ -12,7 +12,7 @@ from . import _loader
 
 __all__ = [
     "__version__", "add", "add_layer_norm", "add_rms_norm", "build_info", "layer_norm", "linear",
-    "linear_cross_entropy", "nn", "rms_norm", "scale_bias_clamp",
+    "linear_cross_entropy", "nn", "rms_norm", "rotary", "scale_bias_clamp",
 ]
 
 
@@ -41,4 +41,5 @@ from .ops.layer_norm import layer_norm  # noqa: E402
 from .ops.linear import linear  # noqa: E402
 from .ops.linear_cross_entropy import linear_cross_entropy  # noqa: E402
 from .ops.rms_norm import rms_norm  # noqa: E402
+from .ops.rotary import rotary  # noqa: E402
 from .ops.scale_bias_clamp import scale_bias_clamp  # noqa: E402
