@@ -7,7 +7,9 @@ CPU threads, the nn module, more than 2^31 elements. The generic checks
 import pytest
 import torch
 from helpers import assert_close
-from samples import SBC_BOUNDS, R, assert_matches_reference, clamp, forward_backward, scale_bias_clamp
+from samples import assert_matches_reference, forward_backward
+from samples.core import R, clamp
+from samples.scale_bias_clamp import SBC_BOUNDS, scale_bias_clamp
 from torch.library import opcheck
 
 import fusedops
