@@ -8,16 +8,7 @@
 
 namespace fusedops {
 
-using OptTensor = std::optional<Tensor>;
-
 inline bool has_bias(const OptTensor& bias) { return bias.has_value() && bias->defined(); }
-
-// Rows of t viewed as a matrix [M, t.size(-1)]: the product of its leading sizes.
-inline int64_t leading_rows(const Tensor& t) {
-  int64_t rows = 1;
-  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
-  return rows;
-}
 
 // `t` as the contiguous-or-strided 2-D matrix [leading_rows, last dim] (a view
 // when the strides allow it, as reshape does).

@@ -114,6 +114,7 @@ void dispatch_epilogue(const LinearEpilogue& e, Body&& body) {
     case Activation::Relu: return with_act.template operator()<Activation::Relu>();
     case Activation::Gelu: return with_act.template operator()<Activation::Gelu>();
     case Activation::GeluTanh: return with_act.template operator()<Activation::GeluTanh>();
+    case Activation::Silu: return;  // not linear's: linear_epilogue never makes it
   }
 }
 

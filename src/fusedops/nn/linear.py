@@ -1,16 +1,14 @@
-"""fusedops.nn: torch.nn modules whose forward is one fused op."""
+"""fusedops.nn's linear layers: Linear (with its fused epilogue) and
+LinearCrossEntropy (a language model's head and its loss), both torch.nn.Linear
+subclasses whose state dicts load both ways."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
-from .ops.linear import ACTIVATIONS, linear
-from .ops.linear_cross_entropy import linear_cross_entropy
-from .ops.scale_bias_clamp import scale_bias_clamp
+from ..ops.linear import ACTIVATIONS, linear
+from ..ops.linear_cross_entropy import linear_cross_entropy
 
-__all__ = ["Linear", "LinearCrossEntropy", "ScaleBiasClamp"]
 
 class Linear(torch.nn.Linear):
     """clamp(act(x @ weight.T + bias), min, max) as one fused op.
@@ -54,18 +52,8 @@ class Linear(torch.nn.Linear):
         max: float | None = None,
     ) -> Linear:
         """A fusedops Linear sharing `module`'s parameters (no copy)."""
-        if not isinstance(module, torch.nn.Linear):
-            raise TypeError(f"fusedops.nn.Linear.from_linear: expected a torch.nn.Linear, got {type(module).__name__}")
-        new = cls.__new__(cls)
-        torch.nn.Module.__init__(new)
-        new.in_features = module.in_features
-        new.out_features = module.out_features
-        new.weight = module.weight
-        new.bias = module.bias
-        if new.bias is None:
-            new.register_parameter("bias", None)
+        new = _sharing_parameters(cls, module)
         new._configure(activation, min, max)
-        new.train(module.training)
         return new
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -80,46 +68,6 @@ class Linear(torch.nn.Linear):
         if self.max is not None:
             text += f", max={self.max}"
         return text
-
-
-class ScaleBiasClamp(torch.nn.Module):
-    """y = clamp(x * scale + bias, min, max) with a per-feature bias.
-
-    shape: the bias shape, broadcast against the input from the right (e.g. the
-    last dimension `C`, or `(C, 1, 1)` for NCHW). The bias starts at zeros; the
-    scale is a 0-dim tensor starting at `scale`, a Parameter when
-    `learnable_scale`, otherwise a buffer (still saved in the state_dict).
-    """
-
-    def __init__(self, shape: int | Sequence[int], *, min: float | None = None,
-                 max: float | None = None, scale: float = 1.0, learnable_scale: bool = True,
-                 device: torch.device | str | None = None, dtype: torch.dtype | None = None):
-        super().__init__()
-        factory = {"device": device, "dtype": dtype}
-        self.shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        self.min = min
-        self.max = max
-        self.init_scale = float(scale)
-        self.learnable_scale = learnable_scale
-        self.bias = torch.nn.Parameter(torch.empty(self.shape, **factory))
-        scale_tensor = torch.empty((), **factory)
-        if learnable_scale:
-            self.scale = torch.nn.Parameter(scale_tensor)
-        else:
-            self.register_buffer("scale", scale_tensor)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        with torch.no_grad():
-            self.bias.zero_()
-            self.scale.fill_(self.init_scale)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return scale_bias_clamp(x, self.scale, self.bias, self.min, self.max)
-
-    def extra_repr(self) -> str:
-        return (f"shape={self.shape}, min={self.min}, max={self.max}, "
-                f"learnable_scale={self.learnable_scale}")
 
 
 class LinearCrossEntropy(torch.nn.Linear):
@@ -159,19 +107,8 @@ class LinearCrossEntropy(torch.nn.Linear):
     def from_linear(cls, module: torch.nn.Linear, *, ignore_index: int = -100, reduction: str = "mean",
                     label_smoothing: float = 0.0, softcap: float | None = None) -> LinearCrossEntropy:
         """A LinearCrossEntropy sharing `module`'s parameters (no copy)."""
-        if not isinstance(module, torch.nn.Linear):
-            raise TypeError("fusedops.nn.LinearCrossEntropy.from_linear: expected a torch.nn.Linear, got "
-                            f"{type(module).__name__}")
-        new = cls.__new__(cls)
-        torch.nn.Module.__init__(new)
-        new.in_features = module.in_features
-        new.out_features = module.out_features
-        new.weight = module.weight
-        new.bias = module.bias
-        if new.bias is None:
-            new.register_parameter("bias", None)
+        new = _sharing_parameters(cls, module)
         new._configure(ignore_index, reduction, label_smoothing, softcap)
-        new.train(module.training)
         return new
 
     def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -188,3 +125,21 @@ class LinearCrossEntropy(torch.nn.Linear):
         if self.softcap is not None:
             text += f", softcap={self.softcap}"
         return text
+
+
+def _sharing_parameters(cls: type, module: torch.nn.Linear) -> torch.nn.Linear:
+    """An instance of `cls` (a torch.nn.Linear subclass) holding `module`'s own
+    weight and bias (no copy), in its training mode; the caller configures it."""
+    if not isinstance(module, torch.nn.Linear):
+        raise TypeError(f"fusedops.nn.{cls.__name__}.from_linear: expected a torch.nn.Linear, got "
+                        f"{type(module).__name__}")
+    new = cls.__new__(cls)
+    torch.nn.Module.__init__(new)
+    new.in_features = module.in_features
+    new.out_features = module.out_features
+    new.weight = module.weight
+    new.bias = module.bias
+    if new.bias is None:
+        new.register_parameter("bias", None)
+    new.train(module.training)
+    return new
