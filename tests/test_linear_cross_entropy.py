@@ -168,11 +168,12 @@ def test_cuda_graph_capture_with_no_host_synchronization(reduction):
 
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 def test_peak_memory_is_a_chunk_of_logits_not_all(monkeypatch):
-    """8192 tokens x 8192 classes: the logits would be 256 MiB in float32;
-    chunks of 256 tokens hold 8 MiB (the weight's float32 gradient accumulator,
-    2 MiB, and the gradients themselves come on top)."""
+    """32768 tokens x 8192 classes: the logits would be 1 GiB in float32;
+    chunks of 256 tokens hold 8 MiB (beside them: the gradient at a chunk's
+    logits, float32 accumulators of x's and weight's gradients, 10 MiB, and
+    cuBLASLt's workspace, at most 32 MiB)."""
     monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", "256")
-    x, w, t, _ = _inputs("cuda", torch.bfloat16, n=8192, hidden=64, vocab=8192, bias=False)
+    x, w, t, _ = _inputs("cuda", torch.bfloat16, n=32768, hidden=64, vocab=8192, bias=False)
     _loss_and_grads(x, w, t, None)  # warm-up
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
@@ -180,7 +181,7 @@ def test_peak_memory_is_a_chunk_of_logits_not_all(monkeypatch):
     grads = _loss_and_grads(x, w, t, None)
     torch.cuda.synchronize()
     extra = torch.cuda.max_memory_allocated() - base - sum(g.numel() * g.element_size() for g in grads)
-    assert extra < 48 << 20, f"{extra / 2**20:.1f} MiB above the inputs and gradients"
+    assert extra < 64 << 20, f"{extra / 2**20:.1f} MiB above the inputs and gradients"
 
 
 def test_the_module_shares_a_linear_heads_parameters(device):
