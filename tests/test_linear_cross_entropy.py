@@ -2,12 +2,16 @@
 small through FUSEDOPS_LCE_CHUNK_ROWS), all targets ignored, out-of-range
 targets (an error on the CPU, NaN rows on CUDA), the same gradient bits every
 call, the fused (gradients in the forward) and recomputing backwards, autocast,
-CUDA graphs with no host synchronization, peak memory, the nn module. The
-generic checks (test_every_op.py, test_cuda_robustness.py) run on its samples
-in samples/linear_cross_entropy.py: every reduction, smoothing, softcap,
-int32 targets, odd and empty sizes, layouts."""
+CUDA graphs with no host synchronization, peak memory (CPU and CUDA), the nn
+module. The generic checks (test_every_op.py, test_cuda_robustness.py) run on
+its samples in samples/linear_cross_entropy.py: every reduction, smoothing,
+softcap, int32 targets, odd and empty sizes, layouts."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -182,6 +186,34 @@ def test_peak_memory_is_a_chunk_of_logits_not_all(monkeypatch):
     torch.cuda.synchronize()
     extra = torch.cuda.max_memory_allocated() - base - sum(g.numel() * g.element_size() for g in grads)
     assert extra < 64 << 20, f"{extra / 2**20:.1f} MiB above the inputs and gradients"
+
+
+# One fwd+bwd in a fresh process: its peak resident memory above what it held before.
+PEAK_RSS = r"""
+import gc, resource, torch, fusedops
+torch.manual_seed(0)
+n, h, v = 2048, 16, 16384
+x = torch.randn(n, h, requires_grad=True)
+w = (torch.randn(v, h) / 4).requires_grad_()
+t = torch.randint(0, v, (n,))
+torch.autograd.grad(fusedops.linear_cross_entropy(x[:8], w[:64], t[:8] % 64), (x, w))  # load, warm up
+gc.collect()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+grads = torch.autograd.grad(fusedops.linear_cross_entropy(x, w, t), (x, w))
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+
+
+def test_peak_memory_on_the_cpu_is_a_chunk_of_logits_not_all():
+    """2048 tokens x 16384 classes: 128 MiB of float32 logits (all at once, the
+    peak grows by 137 MB); chunks of 128 tokens hold 8 MiB (beside them: the
+    gradients' float32 accumulators, 1.2 MiB). Measured as the growth of a fresh
+    process's peak resident memory."""
+    env = dict(os.environ, FUSEDOPS_LCE_CHUNK_ROWS="128", OMP_NUM_THREADS="2")
+    run = subprocess.run([sys.executable, "-c", PEAK_RSS], capture_output=True, text=True, timeout=300, env=env,
+                         check=True)
+    extra = int(run.stdout.split()[-1])
+    assert extra < 48 << 20, f"the peak grew by {extra / 2**20:.1f} MiB"
 
 
 def test_the_module_shares_a_linear_heads_parameters(device):
