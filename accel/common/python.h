@@ -28,6 +28,7 @@
 #include <Python.h>
 
 #include <exception>
+#include <type_traits>
 
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <torch/csrc/Export.h>
@@ -98,16 +99,39 @@ bool optional_number(PyObject* o, std::optional<double>& out);
 // The callable an entry replaces, called with the entry's arguments.
 PyObject* call_fallback(PyObject* fallback, PyObject* const* args, Py_ssize_t n);
 
-// Runs `op` (a call of a fusedops op) with the GIL released; its tensor, or a
-// Python exception as torch raises it (torch.OutOfMemoryError for a CUDA out
-// of memory). `op` holds its own references to the tensors (taken with the GIL
-// held: another thread may swap a Python tensor's payload meanwhile) and looks
-// up its op handle itself, so that every C++ exception lands here.
+// An op's result as Python returns it: a tensor, or a tuple of tensors for an
+// op of several outputs (nullptr with an error set where Python fails).
+inline PyObject* wrap(Tensor&& out) { return THPVariable_Wrap(std::move(out)); }
+
+template <typename... Ts>
+PyObject* wrap(std::tuple<Ts...>&& outs) {
+  const Python& py = *python();
+  PyObject* tuple = py.new_tuple(sizeof...(Ts));
+  bool wrapped = tuple != nullptr;
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    const auto set = [&](size_t i, Tensor&& t) {
+      PyObject* item = wrapped ? THPVariable_Wrap(std::move(t)) : nullptr;
+      wrapped = item != nullptr;
+      if (wrapped) py.set_tuple_item(tuple, static_cast<Py_ssize_t>(i), item);  // steals item
+    };
+    (set(I, std::move(std::get<I>(outs))), ...);
+  }(std::index_sequence_for<Ts...>{});
+  if (wrapped) return tuple;
+  if (tuple != nullptr) py.decref(tuple);
+  return nullptr;
+}
+
+// Runs `op` (a call of a fusedops op) with the GIL released; its result
+// (wrap), or a Python exception as torch raises it (torch.OutOfMemoryError
+// for a CUDA out of memory). `op` holds its own references to the tensors
+// (taken with the GIL held: another thread may swap a Python tensor's payload
+// meanwhile) and looks up its op handle itself, so that every C++ exception
+// lands here.
 template <typename F>
 PyObject* run_op(F&& op) {
   const Python& py = *python();
   std::exception_ptr error;
-  Tensor out;
+  std::invoke_result_t<F> out;
   PyThreadState* state = py.save_thread();
   try {
     out = with_torch_errors(std::forward<F>(op));
@@ -117,7 +141,7 @@ PyObject* run_op(F&& op) {
   py.restore_thread(state);
   if (!error) {
     try {
-      return THPVariable_Wrap(std::move(out));
+      return wrap(std::move(out));
     } catch (...) {
       error = std::current_exception();
     }
