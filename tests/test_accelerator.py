@@ -19,7 +19,7 @@ import fusedops
 from fusedops import _accelerator, _loader
 from fusedops._variant import major_minor
 
-PUBLIC_OPS = ("add", "linear", "scale_bias_clamp")
+PUBLIC_OPS = ("add", "geglu", "linear", "scale_bias_clamp", "swiglu")
 MINOR = "{}.{}".format(*major_minor(torch.__version__))
 
 
@@ -85,6 +85,8 @@ cases = {
     "scale_bias_clamp": (fusedops.scale_bias_clamp, (leaf(6, 7), leaf(()), leaf(7)), {"min": -0.3, "max": 0.8}),
     "linear": (fusedops.linear, (leaf(2, 5, 9), leaf(4, 9), leaf(4)), {"activation": "gelu", "max": 0.5}),
     "linear+relu": (fusedops.linear, (leaf(5, 9), leaf(4, 9), leaf(4)), {"activation": "relu"}),
+    "swiglu": (fusedops.swiglu, (leaf(5, 6), leaf(5, 6)), {}),
+    "geglu split": (fusedops.geglu, (leaf(5, 12),), {"approximate": "tanh"}),
 }
 out = {"path": fusedops.build_info()["autograd"].split(":")[0]}
 for name, (fn, inputs, options) in cases.items():
@@ -195,7 +197,9 @@ def test_cuda_out_of_memory_in_the_backward_is_torchs_out_of_memory_error():
 
 ENTRIES = {"add": (fusedops.ops.add, "_add", torch.ops.fusedops.add.default),
            "linear": (fusedops.ops.linear, "_linear", torch.ops.fusedops.linear.default),
-           "scale_bias_clamp": (fusedops.ops.scale_bias_clamp, "_sbc", torch.ops.fusedops.scale_bias_clamp.default)}
+           "scale_bias_clamp": (fusedops.ops.scale_bias_clamp, "_sbc", torch.ops.fusedops.scale_bias_clamp.default),
+           "swiglu": (fusedops.ops.swiglu, "_swiglu", torch.ops.fusedops.swiglu.default),
+           "geglu": (fusedops.ops.geglu, "_geglu", torch.ops.fusedops.geglu.default)}
 
 
 @pytest.mark.parametrize("op", ENTRIES)
@@ -250,6 +254,9 @@ def _entry_cases():
                                                                      1.0, 0.0, None, 0.5),
                              (t, None, None, 2, 1, -1, None), (t, None, None, True, 0.5, None, None),
                              (t, None, None, 2.0, 0.5, "low", None), (t, None, None, 2.0)],
+        "swiglu": [(t, x), (t, None), (p, t[1:, :]), (t, p.view(1, 8)), (t, 1.5), (t,), (t, x, x), (t, x.float())],
+        "geglu": [(t, x, "none"), (t, None, "tanh"), (p.view(1, 8), None, "none"), (t, x, "erf"), (t, x, None),
+                  (t, x, "gel\ud800u"), (t, x), (t, 1.5, "none"), (t, x.float(), "tanh")],
     }
 
 

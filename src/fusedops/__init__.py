@@ -10,7 +10,7 @@ from typing import Any
 
 from . import _loader
 
-__all__ = ["__version__", "add", "build_info", "linear", "nn", "scale_bias_clamp"]
+__all__ = ["__version__", "add", "build_info", "geglu", "linear", "nn", "scale_bias_clamp", "swiglu"]
 
 
 def build_info() -> dict[str, Any]:
@@ -32,5 +32,7 @@ __version__: str = build_info()["version"]
 
 from . import nn  # noqa: E402
 from .ops.add import add  # noqa: E402
+from .ops.geglu import geglu  # noqa: E402
 from .ops.linear import linear  # noqa: E402
 from .ops.scale_bias_clamp import scale_bias_clamp  # noqa: E402
+from .ops.swiglu import swiglu  # noqa: E402
