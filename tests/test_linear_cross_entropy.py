@@ -35,7 +35,10 @@ def _inputs(device, dtype, n=37, hidden=24, vocab=29, bias=True):
 def _loss_and_grads(x, w, t, b, **options):
     loss = fusedops.linear_cross_entropy(x, w, t, b, **options)
     leaves = [v for v in (x, w, b) if v is not None]
-    return (loss, *torch.autograd.grad(loss, leaves, torch.ones_like(loss)))
+    grads = torch.autograd.grad(loss, leaves, torch.ones_like(loss))
+    # Detached: a loss kept with its graph keeps the leaves' AccumulateGrad nodes
+    # of the stream it ran on, which a later CUDA graph capture must not wait on.
+    return (loss.detach(), *grads)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
