@@ -83,7 +83,7 @@ def check_case(randn):
     cos, sin = angles.cos(), angles.sin()
     q = randn(5, 7, 4, 16).transpose(1, 2)
     return ({"q": q, "k": randn(5, 2, 7, 16)}, {"cos": cos, "sin": sin},
-            lambda q, k: reference(q, k, cos.double(), sin.double()), ())
+            lambda q, k: reference(q, k, cos.to(q.dtype), sin.to(q.dtype)), ())
 
 
 # ---- shape functions: cpp/rotary/rotary.cpp's checks, message for message ------------------
