@@ -1,0 +1,9 @@
+"""fusedops.nn: torch.nn modules whose forward is one fused op, by kind."""
+
+from __future__ import annotations
+
+from .elementwise import GeGLU, ScaleBiasClamp, SwiGLU
+from .linear import Linear, LinearCrossEntropy
+from .norm import LayerNorm, RMSNorm
+
+__all__ = ["GeGLU", "LayerNorm", "Linear", "LinearCrossEntropy", "RMSNorm", "ScaleBiasClamp", "SwiGLU"]
