@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .elementwise import GeGLU, ScaleBiasClamp, SwiGLU
+from .activation import GeGLU, SwiGLU
+from .elementwise import ScaleBiasClamp
 from .linear import Linear, LinearCrossEntropy
 from .norm import LayerNorm, RMSNorm
 
