@@ -28,6 +28,7 @@
 #include <Python.h>
 
 #include <exception>
+#include <tuple>
 #include <type_traits>
 
 #include <ATen/PythonTorchFunctionTLS.h>
@@ -64,7 +65,7 @@ struct Python {
   const char* (*utf8)(PyObject*, Py_ssize_t*);
   PyObject* (*error_occurred)();
   void (*clear_error)();
-  PyObject* none;
+  PyObject *none, *true_, *false_;
   PyTypeObject *float_type, *int_type, *str_type;
 };
 
@@ -94,30 +95,32 @@ inline bool plain_tensors(std::initializer_list<PyObject*> args) {
 bool optional_tensor(PyObject* o, OptTensor& out);
 bool optional_string(PyObject* o, std::optional<c10::string_view>& out);
 bool number(PyObject* o, double& out);
+// A Python int that a double holds exactly (|v| <= 2^53): what an `int`
+// argument such as ignore_index takes; false for anything else.
+bool integer(PyObject* o, int64_t& out);
 bool optional_number(PyObject* o, std::optional<double>& out);
+bool boolean(PyObject* o, bool& out);
 
 // The callable an entry replaces, called with the entry's arguments.
 PyObject* call_fallback(PyObject* fallback, PyObject* const* args, Py_ssize_t n);
 
-// An op's result as Python returns it: a tensor, or a tuple of tensors for an
-// op of several outputs (nullptr with an error set where Python fails).
-inline PyObject* wrap(Tensor&& out) { return THPVariable_Wrap(std::move(out)); }
+// An op's result as Python sees it: a tensor, or a tuple of tensors for an op
+// of several outputs. nullptr with a Python error set where it fails.
+inline PyObject* wrap(Tensor&& t) { return THPVariable_Wrap(std::move(t)); }
 
 template <typename... Ts>
-PyObject* wrap(std::tuple<Ts...>&& outs) {
+PyObject* wrap(std::tuple<Ts...>&& ts) {
   const Python& py = *python();
   PyObject* tuple = py.new_tuple(sizeof...(Ts));
-  bool wrapped = tuple != nullptr;
-  [&]<size_t... I>(std::index_sequence<I...>) {
-    const auto set = [&](size_t i, Tensor&& t) {
-      PyObject* item = wrapped ? THPVariable_Wrap(std::move(t)) : nullptr;
-      wrapped = item != nullptr;
-      if (wrapped) py.set_tuple_item(tuple, static_cast<Py_ssize_t>(i), item);  // steals item
-    };
-    (set(I, std::move(std::get<I>(outs))), ...);
-  }(std::index_sequence_for<Ts...>{});
-  if (wrapped) return tuple;
-  if (tuple != nullptr) py.decref(tuple);
+  if (tuple == nullptr) return nullptr;
+  Py_ssize_t i = 0;
+  const auto put = [&](PyObject* item) {
+    return item != nullptr && py.set_tuple_item(tuple, i++, item) == 0;
+  };
+  bool ok = true;
+  std::apply([&](auto&... t) { ((ok = ok && put(wrap(std::move(t)))), ...); }, ts);  // set_tuple_item steals
+  if (ok) return tuple;
+  py.decref(tuple);
   return nullptr;
 }
 
@@ -131,7 +134,7 @@ template <typename F>
 PyObject* run_op(F&& op) {
   const Python& py = *python();
   std::exception_ptr error;
-  std::invoke_result_t<F> out;
+  std::decay_t<decltype(op())> out;
   PyThreadState* state = py.save_thread();
   try {
     out = with_torch_errors(std::forward<F>(op));

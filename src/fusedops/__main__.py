@@ -120,9 +120,12 @@ def _check_one(ours: Callable, reference: Callable, inputs: dict, bounds: tuple)
     ref_leaves = {k: v.detach().double().requires_grad_() for k, v in inputs.items()}
     outs = _outputs(ours(**leaves))
     expected = _outputs(reference(**ref_leaves))
+    # Each result's dtype is the reference's in the inputs' dtype (a loss is float32 for the half types).
+    with torch.no_grad():
+        result_dtypes = [r.dtype for r in _outputs(reference(**inputs))]
     forward_ok = len(outs) == len(expected) and all(
-        out.dtype == dtype and torch.allclose(out.double(), ref, rtol=tol, atol=tol)
-        for out, ref in zip(outs, expected, strict=False))
+        out.dtype == result_dtype and torch.allclose(out.double(), ref, rtol=tol, atol=tol)
+        for out, ref, result_dtype in zip(outs, expected, result_dtypes, strict=False))
     # Where the result is a clamp bound, the reference's gradient is decided in
     # float64 and ours in `dtype`: leave elements near a bound out.
     free = torch.ones_like(expected[0], dtype=torch.bool)
