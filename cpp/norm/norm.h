@@ -33,7 +33,6 @@
 
 namespace fusedops {
 
-
 // How one backend runs the kernels on arguments the glue has checked.
 // `like`: a tensor on the device; `op`: the op's name for errors.
 struct NormBackend {

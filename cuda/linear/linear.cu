@@ -2,6 +2,7 @@
 // (activation and/or clamp, one pass, in place or z -> out) and the gradient
 // at the pre-activation (one pass over grad and the saved tensor).
 #include "cuda/common/common.cuh"
+#include "cuda/common/reduce.cuh"
 #include "cuda/linear/linear.h"
 
 namespace fusedops::cuda {
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(kThreads)
 // Block (x, y) takes 32 * kVec columns (kVec a lane) of row block y, its warps
 // every kWarps-th row of it; the block adds its warps' sums (of grad_z before
 // rounding, in opmath) into partial[y, :], in a fixed order: deterministic.
-// sum_rows_kernel then adds the row blocks.
+// launch_column_sums (cuda/common/reduce.cuh) then adds the row blocks.
 constexpr int kWarps = kThreads / 32;
 
 template <typename T, int kVec, Activation kAct, bool kClamps>
@@ -139,28 +140,6 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 0; w < kWarps; ++w) total += sums[w][(c % kVec) * 32 + c / kVec];
     partial[blockIdx.y * cols + column] = total;
   }
-}
-
-// out[c] = T(sum over the row blocks y of partial[y, c]): a block takes 32
-// columns, its warps every kWarps-th row block.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    sum_rows_kernel(const opmath_t<T>* __restrict__ partial, T* __restrict__ out, int64_t row_blocks,
-                    int64_t cols) {
-  using A = opmath_t<T>;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t c = int64_t(blockIdx.x) * 32 + lane;
-  A total = 0;
-  if (c < cols) {
-    for (int64_t y = warp; y < row_blocks; y += kWarps) total += partial[y * cols + c];
-  }
-  __shared__ A sums[kWarps][32];
-  sums[warp][lane] = total;
-  __syncthreads();
-  if (warp != 0 || c >= cols) return;
-#pragma unroll
-  for (int w = 1; w < kWarps; ++w) total += sums[w][lane];
-  out[c] = from_opmath<T>(total);
 }
 
 // The bias reduction's grid: 32 * kVec columns a block, and rows in blocks of at
@@ -261,9 +240,9 @@ cudaError_t launch_linear_grad_z(DType dtype, const void* grad, int64_t gs0, int
           grad_z_bias_kernel<T, kVec, kAct, kClamps>
               <<<dim3(unsigned(grid.col_blocks), unsigned(grid.row_blocks)), kThreads, 0, stream>>>(
                   g, s, gz, p, rows, cols, grid.block_rows, b);
-          const auto column_blocks = static_cast<unsigned>((cols + 31) / 32);
-          sum_rows_kernel<T>
-              <<<column_blocks, kThreads, 0, stream>>>(p, static_cast<T*>(grad_b), grid.row_blocks, cols);
+          const cudaError_t error =
+              launch_column_sums(p, grid.row_blocks, cols, static_cast<T*>(grad_b), stream);
+          if (error != cudaSuccess) return error;
         } else if (dense && aligned16(g) && aligned16(s) && aligned16(gz)) {
           constexpr int kVec = kVec16<T>;
           const int64_t items = std::max<int64_t>(n / kVec, n % kVec);

@@ -13,6 +13,7 @@
 #include <initializer_list>
 
 #include "cuda/common/reduce.cuh"
+#include "cuda/common/with_flags.h"
 #include "cuda/norm/norm.h"
 
 namespace fusedops::cuda {
@@ -416,15 +417,6 @@ cudaError_t dispatch_types(DType dtype, bool wide_params, Body&& body) {
   });
 }
 
-// kernel<kCenter, kVec> for the args' flags, kVec 16 bytes of x or 1.
-template <typename Body>
-cudaError_t with_shape(bool center, bool vec, Body&& body) {
-  const auto with_center = [&]<bool kCenter>() {
-    return vec ? body.template operator()<kCenter, true>() : body.template operator()<kCenter, false>();
-  };
-  return center ? with_center.template operator()<true>() : with_center.template operator()<false>();
-}
-
 unsigned grid_of(int64_t blocks) { return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 0x7fffffff)); }
 
 }  // namespace
@@ -433,17 +425,20 @@ cudaError_t launch_norm_forward(const NormForwardArgs& a, cudaStream_t stream) {
   if (a.rows == 0 || a.cols == 0) return cudaSuccess;
   return dispatch_types(a.dtype, a.wide_params, [&]<typename T, typename W>() {
     const bool vec = vectorizable<T, W>(a.cols, {a.x, a.residual, a.summed}, {a.weight, a.bias}, {a.out});
-    return with_shape(a.center, vec, [&]<bool kCenter, bool kVector>() {
-      constexpr int kVec = kVector ? kVec16<T> : 1;
-      if (a.cols > kRowCapacity) {
-        forward_streamed_kernel<T, W, kCenter, kVec><<<grid_of(a.rows), kBlockThreads, 0, stream>>>(a);
-      } else {
-        const dim3 block = block_shape(a.cols);
-        forward_held_kernel<T, W, kCenter, kVec>
-            <<<grid_of((a.rows + block.y - 1) / block.y), block, 0, stream>>>(a);
-      }
-      return cudaGetLastError();
-    });
+    with_flags(
+        [&](auto center, auto vector) {
+          constexpr bool kCenter = decltype(center)::value;
+          constexpr int kVec = decltype(vector)::value ? kVec16<T> : 1;
+          if (a.cols > kRowCapacity) {
+            forward_streamed_kernel<T, W, kCenter, kVec><<<grid_of(a.rows), kBlockThreads, 0, stream>>>(a);
+          } else {
+            const dim3 block = block_shape(a.cols);
+            forward_held_kernel<T, W, kCenter, kVec>
+                <<<grid_of((a.rows + block.y - 1) / block.y), block, 0, stream>>>(a);
+          }
+        },
+        a.center, vec);
+    return cudaGetLastError();
   });
 }
 
@@ -457,16 +452,19 @@ cudaError_t launch_norm_backward(const NormBackwardArgs& a, cudaStream_t stream)
   return dispatch_types(a.dtype, a.wide_params, [&]<typename T, typename W>() {
     using A = opmath_t<T>;
     const bool vec = vectorizable<T, W>(a.cols, {a.x, a.grad_summed, a.grad_x}, {a.weight}, {a.grad});
-    cudaError_t error = with_shape(a.center, vec, [&]<bool kCenter, bool kVector>() {
-      constexpr int kVec = kVector ? kVec16<T> : 1;
-      const unsigned grid = grid_of(a.blocks);
-      if (a.cols > kRowCapacity) {
-        backward_streamed_kernel<T, W, kCenter, kVec><<<grid, kBlockThreads, 0, stream>>>(a);
-      } else {
-        backward_held_kernel<T, W, kCenter, kVec><<<grid, block_shape(a.cols), 0, stream>>>(a);
-      }
-      return cudaGetLastError();
-    });
+    with_flags(
+        [&](auto center, auto vector) {
+          constexpr bool kCenter = decltype(center)::value;
+          constexpr int kVec = decltype(vector)::value ? kVec16<T> : 1;
+          const unsigned grid = grid_of(a.blocks);
+          if (a.cols > kRowCapacity) {
+            backward_streamed_kernel<T, W, kCenter, kVec><<<grid, kBlockThreads, 0, stream>>>(a);
+          } else {
+            backward_held_kernel<T, W, kCenter, kVec><<<grid, block_shape(a.cols), 0, stream>>>(a);
+          }
+        },
+        a.center, vec);
+    cudaError_t error = cudaGetLastError();
     if (error == cudaSuccess && a.grad_weight != nullptr) {
       error = launch_column_sums(static_cast<const A*>(a.partial_weight), a.blocks, a.cols,
                                  static_cast<W*>(a.grad_weight), stream);

@@ -11,6 +11,7 @@
 // the partials in a fixed order, so results are bitwise reproducible; no
 // atomics, and the scratch is O(blocks) (O(grid_y * cols) for a [cols] bias).
 #include "cuda/common/common.cuh"
+#include "cuda/common/reduce.cuh"
 #include "cuda/common/with_flags.h"
 #include "cuda/scale_bias_clamp/scale_bias_clamp.h"
 
@@ -456,28 +457,6 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *out = from_opmath<T>(v);
 }
 
-// out[c] = sum over r of partials[r, c], r in a fixed order; block (32, 8).
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    sbc_reduce_columns(const opmath_t<T>* __restrict__ partials, int64_t nrows, int64_t cols,
-                       T* __restrict__ out) {
-  using A = opmath_t<T>;
-  __shared__ A smem[8][33];
-  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
-  A v = 0;
-  if (c < cols) {
-    for (int64_t r = threadIdx.y; r < nrows; r += 8) v += partials[r * cols + c];
-  }
-  smem[threadIdx.y][threadIdx.x] = v;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    A sum = smem[0][threadIdx.x];
-#pragma unroll
-    for (int y = 1; y < 8; ++y) sum += smem[y][threadIdx.x];
-    out[c] = from_opmath<T>(sum);
-  }
-}
-
 template <typename T>
 SbcBackwardPlan plan_t(const SbcBackwardProblem& p, const DeviceInfo& dev) {
   constexpr int kVec = kVec16<T>;
@@ -539,8 +518,8 @@ cudaError_t backward_rows_t(const SbcBackwardProblem& p, const SbcBackwardPlan& 
     sbc_reduce_partials<T><<<1, kThreads, 0, stream>>>(partial_scale, blocks, grad_scale);
   }
   if (partial_bias != nullptr) {
-    sbc_reduce_columns<T><<<static_cast<unsigned>(ceil_div(sh.cols, 32)), dim3(32, 8), 0, stream>>>(
-        partial_bias, plan.grid_y, sh.cols, static_cast<T*>(p.grads.grad_bias_sum));
+    return launch_column_sums(partial_bias, int64_t(plan.grid_y), sh.cols,
+                              static_cast<T*>(p.grads.grad_bias_sum), stream);
   }
   return cudaGetLastError();
 }
