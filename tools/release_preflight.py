@@ -26,16 +26,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import tomllib
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from project_version import base_version  # noqa: E402  (tools/; no tomllib: Python 3.10 runs the tests)
 
-ROOT = Path(__file__).resolve().parents[1]
 ENVIRONMENTS = ("github-pages", "private-index")
 SETTINGS = "Settings > Environments > {env}"
-
-
-def base_version() -> str:
-    with open(ROOT / "pyproject.toml", "rb") as f:
-        return tomllib.load(f)["tool"]["dynamic-metadata"][0]["base-version"]
 
 
 def github_get(repo: str):
