@@ -307,7 +307,8 @@ def build(wheel_dir: Path, out: Path, base_url: str, repository: str | None = No
     if out.exists() and any(out.iterdir()):
         raise BadWheelError(f"{out} is not empty")
     out.mkdir(parents=True, exist_ok=True)
-    (out / ".nojekyll").write_bytes(b"")  # GitHub Pages: serve files as they are
+    # No .nojekyll: Pages deployed from Actions serves the files as uploaded (no
+    # Jekyll), and actions/upload-pages-artifact leaves dotfiles out anyway.
 
     by_variant: dict[str, list[Wheel]] = {}
     for w in sorted(wheels.values(), key=lambda w: (w.variant, _version_key(w.version), w.filename)):
