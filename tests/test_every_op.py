@@ -25,6 +25,8 @@ from samples import (
 )
 from torch.library import opcheck
 
+pytestmark = pytest.mark.ops  # the op suite (.ci/run's Python-autograd lane: -m ops)
+
 every_sample = pytest.mark.parametrize("sample", ALL_SAMPLES, ids=ids(ALL_SAMPLES))
 main_samples = pytest.mark.parametrize("sample", SAMPLES, ids=ids(SAMPLES))
 
@@ -186,3 +188,13 @@ def test_bad_calls_fail_naming_the_argument(sample, device):
             bad.call(*inputs)
         assert bad.arg in re.findall(r"\w+", str(info.value).removeprefix(f"fusedops.{sample.op}:"))
 
+
+@main_samples
+def test_shape_functions_refuse_bad_calls_as_the_kernels_do(sample):
+    """On meta inputs (what torch.compile traces) the Python shape functions
+    run the checks: every bad call fails with the compiled kernels' message."""
+    inputs = sample.make("meta", torch.float32)
+    dtypes = [bad for bad in _derived_bad_calls(sample, "cpu") if "device" not in bad.message]
+    for bad in (*dtypes, *sample.bad):
+        with pytest.raises(bad.error, match=rf"^fusedops\.{sample.op}: {bad.message}"):
+            bad.call(*inputs)

@@ -21,6 +21,8 @@ from torch.library import opcheck
 
 import fusedops
 
+pytestmark = pytest.mark.ops  # the op suite (.ci/run's Python-autograd lane: -m ops)
+
 
 def test_matches_eager_composition_on_cpu(dtype):
     # Same addmm and the same roundings (z, then act, then clamp): on CPU the

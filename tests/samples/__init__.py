@@ -6,7 +6,8 @@ by adding its module; tests/test_<op>.py keeps only its own semantics.
 An op module defines SAMPLES, its main variants, which go through every
 check, and may define MORE_SHAPES and MORE_OPTIONS (bounds, epilogues), which
 go through the cheaper ones: forward and gradients against float64 over every
-layout and dtype, gradcheck, and for MORE_SHAPES opcheck. What a sample is:
+layout and dtype, gradcheck, and for MORE_SHAPES opcheck. Its ENTRY_CASES are
+arguments of every kind for the op's C entry (tests/test_accelerator.py). What a sample is:
 samples/core.py.
 """
 
@@ -31,6 +32,8 @@ SAMPLES = [s for m in OP_MODULES for s in m.SAMPLES]
 MORE_SHAPES = [s for m in OP_MODULES for s in getattr(m, "MORE_SHAPES", [])]
 MORE_OPTIONS = [s for m in OP_MODULES for s in getattr(m, "MORE_OPTIONS", [])]
 ALL_SAMPLES = SAMPLES + MORE_SHAPES + MORE_OPTIONS
+# Each op's arguments of every kind for its C entry (test_accelerator.py).
+ENTRY_CASES = {m.__name__.removeprefix("samples."): m.ENTRY_CASES for m in OP_MODULES if hasattr(m, "ENTRY_CASES")}
 
 
 def ids(samples):

@@ -39,3 +39,14 @@ MORE_SHAPES = [
     add("no rows", (0, 5), (5,)),
     add("no columns", (R, 0), (R, 1)),
 ]
+
+
+# Arguments of every kind for add's C entry (test_accelerator.py): each must
+# give what OpOverload._op gives, the same values or the same error.
+def _entry_cases():
+    x, t = torch.randn(5, 8, dtype=torch.float64), torch.randn(5, 8, dtype=torch.float64)
+    p = torch.nn.Parameter(torch.randn(8, dtype=torch.float64))
+    return [(t, x), (t, p), (p, t[1:, :]), (t, 1.5), (t, None), (t,), (t, x, x), (t, torch.randn(3))]
+
+
+ENTRY_CASES = _entry_cases()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from functools import partial
 
+import torch
 import torch.nn.functional as F
 
 import fusedops
@@ -71,3 +72,18 @@ MORE_OPTIONS = [
     linear(f"{activation}, bounds {lo}, {hi}, {'bias' if bias else 'no bias'}", (R, 40), 24, bias, activation, lo, hi)
     for activation in ACTIVATIONS for lo, hi in LINEAR_BOUNDS for bias in (True, False)
 ]
+
+
+# Arguments of every kind for linear's C entry (test_accelerator.py): each must
+# give what OpOverload._op gives, the same values or the same error.
+def _entry_cases():
+    x, w, b = torch.randn(5, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64), torch.randn(3)
+    p = torch.nn.Parameter(torch.randn(8, dtype=torch.float64))
+    return [(x, w, b.double(), "gelu", -0.5, 0.5), (x, w, None, None, None, None), (x, w, None, "relu", 0, 2),
+            (x, w, None, None, -1, 1), (x, w, None, None, True, None), (x, w, None, None, -(1 << 70), None),
+            (x, w, None, None, torch.tensor(0.5), None), (x, w, None, "tanh", None, None),
+            (x, w, None, 3, None, None), (x, w, None, "gel\ud800u", None, None), (x, w, [1.0], None, None, None),
+            (x, w.float(), None, None, None, None), (p.view(1, 8), w, None, None, None, None), (x, w)]
+
+
+ENTRY_CASES = _entry_cases()

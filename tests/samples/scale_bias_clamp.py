@@ -80,3 +80,16 @@ MORE_OPTIONS = [
     scale_bias_clamp(f"{kind} scale, bounds {lo}, {hi}", (R, 257), scale, (257,), lo, hi)
     for kind, scale in (("tensor", ()), ("number", -0.6)) for lo, hi in SBC_BOUNDS
 ]
+
+
+# Arguments of every kind for scale_bias_clamp's C entry (test_accelerator.py):
+# each must give what OpOverload._op gives, the same values or the same error.
+def _entry_cases():
+    t = torch.randn(5, 8, dtype=torch.float64)
+    p = torch.nn.Parameter(torch.randn(8, dtype=torch.float64))
+    return [(t, None, None, 2.0, 0.5, -1.0, 1.0), (t, torch.tensor(2.0, dtype=torch.float64), p, 1.0, 0.0, None, 0.5),
+            (t, None, None, 2, 1, -1, None), (t, None, None, True, 0.5, None, None),
+            (t, None, None, 2.0, 0.5, "low", None), (t, None, None, 2.0)]
+
+
+ENTRY_CASES = _entry_cases()
