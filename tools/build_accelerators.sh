@@ -47,29 +47,28 @@ if [ "$target" != "$(uname -m)" ]; then
   cross=(-DCMAKE_TOOLCHAIN_FILE="$PWD/tools/aarch64/toolchain.cmake")
 fi
 
-# pip's choice of torch's own wheel (--no-deps: its headers and three libraries
-# are used) of VERSION for $platform and Python PY; PIP_CONSTRAINT=/dev/null: any
-# cap on torch this machine sets does not apply.
-pip_torch() { # COMMAND VERSION PY ARGS...
-  local command=$1 version=$2 py=$3
-  shift 3
-  PIP_CONSTRAINT=/dev/null "$python" -m pip "$command" -q --no-deps --only-binary=:all: --python-version "$py" \
-    --platform "$platform" "$@" "torch==$version" 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }
-}
-# pip install checks Requires-Python against the interpreter that runs it even
-# with --python-version (pip download does not): the wheel tags decide here.
-torch_python() { # VERSION: the Python whose torch wheel is taken, and that wheel's name
-  local py log
+# torch's own wheel (--no-deps: its headers and three libraries are used) of
+# VERSION for $platform, for the first Python of $pythons from the running one on
+# that has one: downloaded into DIR, or only resolved (pip install --dry-run reads
+# PyPI's metadata, downloads nothing; it checks Requires-Python against the
+# interpreter that runs it even with --python-version, so the wheel tags decide
+# there). Prints that Python. PIP_CONSTRAINT=/dev/null: any cap on torch this
+# machine sets does not apply.
+torch_wheel() { # VERSION download DIR | VERSION resolve
+  local py log args
   for py in $pythons; do
     [ "${py#3.}" -ge "${running#3.}" ] || continue
-    log=$(pip_torch install "$1" "$py" --dry-run --ignore-installed --target "$work/resolve" \
-      --ignore-requires-python --report "$work/resolve.json") && [ -s "$work/resolve.json" ] || {
-      grep -q "No matching distribution found for torch==$1" <<< "$log" || { echo "$log" >&2; return 1; }
-      continue
-    }
-    echo "$py $("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["install"][0]["download_info"]["url"].rsplit("/", 1)[-1])' "$work/resolve.json")"
-    rm -f "$work/resolve.json"
-    return
+    if [ "$2" = download ]; then args=(download -d "$3"); else
+      args=(install --dry-run --ignore-installed --ignore-requires-python --target "$work/resolve"
+        --report "$work/resolve.json")
+    fi
+    if log=$(PIP_CONSTRAINT=/dev/null "$python" -m pip "${args[@]}" -q --no-deps --only-binary=:all: \
+      --python-version "$py" --platform "$platform" "torch==$1" 2>&1); then
+      echo "$py"
+      return
+    fi
+    grep -q "No matching distribution found for torch==$1" <<< "$log" ||
+      { grep -v 'is ignored: it is neither a file nor a directory' <<< "$log" >&2; return 1; }
   done
   echo "build_accelerators: no torch $1 wheel for $platform for any Python of $pythons from $running on" >&2
   return 1
@@ -77,8 +76,9 @@ torch_python() { # VERSION: the Python whose torch wheel is taken, and that whee
 
 if $resolve_only; then
   for version in "${versions[@]}"; do
-    choice=$(torch_python "$version")
-    echo "build_accelerators: torch $version for $platform under Python $running: the Python ${choice% *} wheel, ${choice#* }"
+    py=$(torch_wheel "$version" resolve)
+    echo "build_accelerators: torch $version for $platform under Python $running: the Python $py wheel," \
+      "$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["install"][0]["download_info"]["url"].rsplit("/", 1)[-1])' "$work/resolve.json")"
   done
   exit 0
 fi
@@ -87,8 +87,8 @@ for version in "${versions[@]}"; do
   start=$SECONDS
   files="$work/torch-$version-$target"
   if [ ! -f "$files/lib/libtorch_python.so" ]; then
-    choice=$(torch_python "$version")
-    pip_torch download "$version" "${choice% *}" -d "$work/wheels-$version"
+    py=$(torch_wheel "$version" download "$work/wheels-$version")
+    echo "build_accelerators: torch $version's wheel for Python $py" >&2
     wheel=$(find "$work/wheels-$version" -name "torch-$version*.whl" | head -1)
     [ -n "$wheel" ] || { echo "build_accelerators: no torch $version wheel for $platform" >&2; exit 1; }
     "$python" tools/torch_files.py "$wheel" "$files"

@@ -89,13 +89,14 @@ build_entries() { # "variant platform python" per build job
 accelerators() {
   grep -q '"PYTHON=python bash tools/build_accelerators.sh ' tools/cibuildwheel.toml ||
     die "tools/cibuildwheel.toml's before-build no longer runs build_accelerators.sh as this dry run does"
-  local variant platform python done=" "
+  local entries variant platform python done=" "
+  entries=$(build_entries)
   while read -r variant platform python; do
     [[ $done != *" $python-$platform "* ]] || continue
     log "before-build of $variant $platform ($python, and every entry of that Python and platform)"
     PYTHON=$(python_of "$python") PLATFORM=$platform tools/build_accelerators.sh --resolve
     done+="$python-$platform "
-  done < <(build_entries)
+  done <<<"$entries"
 }
 
 repair() {
@@ -128,6 +129,9 @@ repair() {
   done <<<"$entries"
 }
 
+# From $W, as the job runs from $RUNNER_TEMP: the installed wheel, not the checkout.
+in_w() { (cd "$W" && "$@"); }
+
 tests() {
   local wheel=$1 spec py torch nvidia python venv site start
   shift
@@ -140,26 +144,27 @@ tests() {
     rm -rf "$venv"
     "$python" -m venv "$venv"
     # The job installs torch from the variant's index with its dependencies; here
-    # PyPI's build without them, and its CUDA libraries borrowed (no GPU here).
-    PIP_CONSTRAINT=/dev/null "$venv/bin/python" -m pip install -q --no-deps "torch==$torch" 2>&1 | quiet_pip
+    # PyPI's build without the CUDA ones, which are borrowed (no GPU here).
     "$venv/bin/python" -m pip install -q filelock typing-extensions sympy networkx jinja2 fsspec 2>&1 | quiet_pip
+    PIP_CONSTRAINT=/dev/null "$venv/bin/python" -m pip install -q --no-deps "torch==$torch" 2>&1 | quiet_pip
     site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     ln -s "$nvidia" "$site/nvidia"
     "$venv/bin/python" -m pip install -q --no-deps "$wheel" 2>&1 | quiet_pip
     # Hash-pinned, without their own dependencies: every one is in the file.
     "$venv/bin/python" -m pip install -q --require-hashes --no-deps -r tools/requirements/test.txt 2>&1 | quiet_pip
-    (
-      cd "$W"
-      "$venv/bin/python" -c 'import sys, fusedops; sys.exit(None if "site-packages" in fusedops.__file__ else fusedops.__file__)'
-      "$venv/bin/python" -m fusedops info >"$W/info-$py.txt"
-      grep -E '^(status|  (torch|autograd) )' "$W/info-$py.txt" >&2
-      grep -qE '^status +OK$' "$W/info-$py.txt" || die "Python $py: the loader refuses the wheel"
-      grep -qE "^  autograd       C\+\+ autograd for torch ${torch%.*} " "$W/info-$py.txt" ||
-        die "Python $py: no C++ autograd for torch $torch"
-      "$venv/bin/python" -m pytest -q -p no:cacheprovider --collect-only "$ROOT/tests" | tail -1 >&2
-      FUSEDOPS_EXPECT_AUTOGRAD=C++ "$venv/bin/python" -m pytest -q -p no:cacheprovider "${TESTS[@]/#/$ROOT/}" \
-        -k "not test_python_fallback_gives_the_same_results"  # 16 s, the same under every Python
-    ) || die "Python $py: the test job's steps (above)"
+    in_w "$venv/bin/python" -c 'import sys, fusedops; sys.exit(None if "site-packages" in fusedops.__file__ else 1)' ||
+      die "Python $py: fusedops is not the installed wheel"
+    in_w "$venv/bin/python" -m fusedops info >"$W/info-$py.txt" || die "Python $py: python -m fusedops info failed"
+    grep -E '^(status|  (torch|autograd) )' "$W/info-$py.txt" >&2
+    grep -qE '^status +OK$' "$W/info-$py.txt" || die "Python $py: the loader refuses the wheel"
+    grep -qE "^  autograd       C\+\+ autograd for torch ${torch%.*} " "$W/info-$py.txt" ||
+      die "Python $py: no C++ autograd for torch $torch"
+    in_w "$venv/bin/python" -m pytest -q -p no:cacheprovider --collect-only "$ROOT/tests" >"$W/collect-$py.txt" ||
+      { cat "$W/collect-$py.txt" >&2; die "Python $py: the suite does not collect"; }
+    tail -1 "$W/collect-$py.txt" >&2
+    # test_python_fallback_gives_the_same_results: 16 s, the same under every Python.
+    in_w env FUSEDOPS_EXPECT_AUTOGRAD=C++ "$venv/bin/python" -m pytest -q -p no:cacheprovider "${TESTS[@]/#/$ROOT/}" \
+      -k "not test_python_fallback_gives_the_same_results" || die "Python $py: pytest ${TESTS[*]}"
     rm -rf "$venv"
     log "Python $py: $((SECONDS - start)) s"
   done
