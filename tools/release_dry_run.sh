@@ -51,10 +51,10 @@ trap cleanup EXIT
 quiet_pip() { grep -v -e 'is ignored: it is neither a file nor a directory' -e "as the 'root' user" || true; }
 
 python_of() { # X.Y or cpXY: pyenv's newest CPython of that minor
-  local minor=$1 found
+  local minor=$1 versions=${PYENV_ROOT:-$HOME/.pyenv}/versions found
   [[ $minor == cp* ]] && minor=${minor:2:1}.${minor:3}
-  found=$(find "$(pyenv root)/versions" -maxdepth 1 -name "$minor.*" | sort -V | tail -1)
-  [[ -n $found && -x $found/bin/python ]] || die "no CPython $minor under $(pyenv root)/versions"
+  found=$(find "$versions" -maxdepth 1 -name "$minor.*" | sort -V | tail -1)
+  [[ -n $found && -x $found/bin/python ]] || die "no CPython $minor under $versions"
   echo "$found/bin/python"
 }
 
