@@ -10,7 +10,7 @@ from typing import Any
 
 from . import _loader
 
-__all__ = ["__version__", "add", "build_info", "linear", "nn", "scale_bias_clamp"]
+__all__ = ["__version__", "add", "build_info", "linear", "nn", "patch", "scale_bias_clamp"]
 
 
 def build_info() -> dict[str, Any]:
@@ -34,3 +34,4 @@ from . import nn  # noqa: E402
 from .ops.add import add  # noqa: E402
 from .ops.linear import linear  # noqa: E402
 from .ops.scale_bias_clamp import scale_bias_clamp  # noqa: E402
+from .patching import patch  # noqa: E402
