@@ -17,7 +17,7 @@ before tile orders: no swizzle, K > 4096 on cuBLASLt).
 The variable is read once per process, so each path runs in child processes that
 alternate over the rounds (A B, then B A, ...), as benchmarks/ab.py does: a process's
 clocks and allocator state fall on both paths alike. In each child the implementations
-take turns (fusedops.bench.measure_impls): forward without grad for linear, +relu,
+take turns (fusedops.bench.core.measure_impls): forward without grad for linear, +relu,
 +gelu, +clamp and forward+backward of linear+gelu, bfloat16 and float16, at the bench's
 GPU shapes (M x N x K). The summary gives, per case, the median over rounds of each
 implementation's time and of eager's time over it in the same process. The max-autotune
@@ -44,7 +44,8 @@ import torch
 import torch.nn.functional as F
 
 import fusedops
-from fusedops import bench
+from fusedops.bench import core
+from fusedops.bench.linear import LINEAR_SHAPES_GPU, linear_inputs
 
 VARIANTS = {"linear": {}, "linear+relu": {"activation": "relu"}, "linear+gelu": {"activation": "gelu"},
             "linear+clamp": {"min": -1.0, "max": 1.0}}
@@ -78,8 +79,8 @@ def rows_of(name, pass_, times, dtype, shape, flops, ours):
 
 def device_times(impls: dict, device: torch.device) -> dict[str, float]:
     """Per call ms of each implementation from replays of a CUDA graph of it."""
-    replays = bench.graph_replays(impls, device, GRAPH_CALLS)
-    return {impl: ms / GRAPH_CALLS for impl, ms in bench.measure_impls(replays, device, REPEATS).items()}
+    replays = core.graph_replays(impls, device, GRAPH_CALLS)
+    return {impl: ms / GRAPH_CALLS for impl, ms in core.measure_impls(replays, device, REPEATS).items()}
 
 
 def child(ours: str, out: Path, shapes: list[tuple[int, int, int]], variants: list[str], dtypes: list[str],
@@ -87,13 +88,13 @@ def child(ours: str, out: Path, shapes: list[tuple[int, int, int]], variants: li
     """One process of one path: every case, fusedops beside eager and compile
     (with `graphed`: device time, beside eager only)."""
     device = torch.device("cuda")
-    bench._compiler_allows_many_shapes()
+    core.compiler_allows_many_shapes()
     eagers = {name: eager(**kw) for name, kw in VARIANTS.items()}
     compiled = {name: torch.compile(fn, fullgraph=True, dynamic=True) for name, fn in eagers.items()}
     rows: list[dict] = []
     for dtype in (getattr(torch, name) for name in dtypes):
         for m, n, k in shapes:
-            x, w, b = bench.linear_inputs(torch.device("cuda"), dtype, m, n, k)
+            x, w, b = linear_inputs(torch.device("cuda"), dtype, m, n, k)
             with torch.no_grad():
                 for name in variants:
                     impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **VARIANTS[name]),
@@ -103,7 +104,7 @@ def child(ours: str, out: Path, shapes: list[tuple[int, int, int]], variants: li
                                         2 * m * n * k, ours)
                         continue
                     impls["compile"] = functools.partial(compiled[name], x, w, b)
-                    times = bench.measure_impls(impls, device, REPEATS)
+                    times = core.measure_impls(impls, device, REPEATS)
                     rows += rows_of(name, "fwd", times, dtype, (m, n, k), 2 * m * n * k, ours)
             if graphed:
                 continue
@@ -112,7 +113,7 @@ def child(ours: str, out: Path, shapes: list[tuple[int, int, int]], variants: li
             impls = {"fusedops": functools.partial(train_step, functools.partial(fusedops.linear, activation="gelu"),
                                                    leaves, grad),
                      "eager": functools.partial(train_step, eagers["linear+gelu"], leaves, grad)}
-            times = bench.measure_impls(impls, device, REPEATS)
+            times = core.measure_impls(impls, device, REPEATS)
             rows += rows_of("linear+gelu", "fwd+bwd", times, dtype, (m, n, k), 6 * m * n * k, ours)
             del x, w, b, leaves, grad
     out.write_text(json.dumps(rows))
@@ -128,7 +129,7 @@ def child_max_autotune(out: Path, seconds: float, shapes: list[tuple[int, int, i
         for dtype in (getattr(torch, name) for name in dtypes):
             if time.monotonic() - begin > seconds:
                 break
-            x, w, b = bench.linear_inputs(torch.device("cuda"), dtype, m, n, k)
+            x, w, b = linear_inputs(torch.device("cuda"), dtype, m, n, k)
             # Every compile below traces the same code: without a reset the ninth shape and
             # dtype would hit dynamo's recompile limit (a hard failure under fullgraph).
             torch._dynamo.reset()
@@ -140,7 +141,7 @@ def child_max_autotune(out: Path, seconds: float, shapes: list[tuple[int, int, i
                         impls = {"fusedops": functools.partial(fusedops.linear, x, w, b, **VARIANTS[name]),
                                  "eager": functools.partial(eager(**VARIANTS[name]), x, w, b),
                                  "compile-max": functools.partial(tuned, x, w, b)}
-                        times = bench.measure_impls(impls, device, REPEATS)
+                        times = core.measure_impls(impls, device, REPEATS)
                     except Exception as error:  # a failed compile is a result: kept, and the stage goes on
                         traceback.print_exc()
                         rows.append({"op": name, "pass": "fwd-max", "impl": "compile-max",
@@ -219,7 +220,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-autotune-s", type=float, default=0.0, help="time for the max-autotune stage")
     parser.add_argument("--shapes", nargs="+", metavar="MxNxK", default=[
-        "x".join(map(str, s)) for s in bench.LINEAR_SHAPES_GPU], help="default: the bench's GPU shapes")
+        "x".join(map(str, s)) for s in LINEAR_SHAPES_GPU], help="default: the bench's GPU shapes")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     parser.add_argument("--dtypes", nargs="+", choices=["bfloat16", "float16"], default=["bfloat16", "float16"])
     parser.add_argument("--sides", nargs="+", choices=list(SIDES), default=list(SIDES)[:2],

@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 import fusedops
-from fusedops import bench
+from fusedops.bench import core
+from fusedops.bench.linear import linear_inputs
 
 SHAPES = [(32, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (32, 1024, 4096)]
 VARIANTS = {"linear": {}, "linear+gelu": {"activation": "gelu"}}
@@ -52,13 +53,13 @@ def main() -> int:
     rows = []
     for dtype in (torch.bfloat16, torch.float16):
         for m, n, k in SHAPES:
-            x, w, b = bench.linear_inputs(device, dtype, m, n, k)
+            x, w, b = linear_inputs(device, dtype, m, n, k)
             with torch.no_grad():
                 for name, kw in VARIANTS.items():
                     fns = {"fusedops": functools.partial(fusedops.linear, x, w, b, **kw),
                            "eager": functools.partial(eager, bool(kw), x, w, b)}
-                    per_call = bench.measure_impls(fns, device, 60)
-                    graphed = bench.measure_impls(bench.graph_replays(fns, device, 16), device, 30)
+                    per_call = core.measure_impls(fns, device, 60)
+                    graphed = core.measure_impls(core.graph_replays(fns, device, 16), device, 30)
                     for impl, fn in fns.items():
                         row = {"op": name, "dtype": str(dtype).removeprefix("torch."), "shape": [m, n, k],
                                "impl": impl, "per_call_us": per_call[impl] * 1e3,

@@ -19,8 +19,13 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "fusedops"
 
 
 def load_tree_module(name: str) -> ModuleType:
-    """fusedops.<name> from this tree's source, in place of the build's own."""
-    spec = importlib.util.spec_from_file_location(f"fusedops.{name}", SOURCE / f"{name}.py")
+    """fusedops.<name> (a module or a package) from this tree's source, in place of the build's own."""
+    package = SOURCE / name
+    if package.is_dir():
+        spec = importlib.util.spec_from_file_location(f"fusedops.{name}", package / "__init__.py",
+                                                      submodule_search_locations=[str(package)])
+    else:
+        spec = importlib.util.spec_from_file_location(f"fusedops.{name}", SOURCE / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     setattr(fusedops, name, module)

@@ -5,6 +5,7 @@ errors of a failed allocation name the op."""
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
 import subprocess
@@ -13,13 +14,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import CUDA
+from samples import ENTRY_CASES, SAMPLES, outputs
 
 import fusedops
 from fusedops import _accelerator, _loader
 from fusedops._variant import major_minor
 
-PUBLIC_OPS = ("add", "linear", "scale_bias_clamp")
+pytestmark = pytest.mark.ops  # the op suite (.ci/run's Python-autograd lane: -m ops)
+
+# Every public op (torch.ops.fusedops.<name> without a leading "_").
+PUBLIC_OPS = sorted(name.removeprefix("fusedops::") for name in torch._C._dispatch_get_all_op_names()
+                    if name.startswith("fusedops::") and not name.startswith("fusedops::_"))
 MINOR = "{}.{}".format(*major_minor(torch.__version__))
 
 
@@ -74,23 +79,18 @@ def test_withholding_it_says_so(monkeypatch):
     assert found.path == "Python" and f"{_accelerator.WITHHOLD}=0 withholds" in found.reason
 
 
-# One training step of every public op on fixed float64 data, printed as JSON:
-# run under both paths, the results must agree.
+# One training step of every main sample (tests/samples) on fixed float64 data,
+# printed as JSON: run under both paths, the results must agree.
 STEP = r"""
-import json, torch, fusedops
+import json, sys, torch, fusedops
+sys.path.insert(0, sys.argv[1])
+from samples import SAMPLES, forward_backward
 torch.manual_seed(1)
-def leaf(*shape): return torch.randn(*shape, dtype=torch.float64, requires_grad=True)
-cases = {
-    "add": (fusedops.add, (leaf(5, 1, 7), leaf(3, 1)), {}),
-    "scale_bias_clamp": (fusedops.scale_bias_clamp, (leaf(6, 7), leaf(()), leaf(7)), {"min": -0.3, "max": 0.8}),
-    "linear": (fusedops.linear, (leaf(2, 5, 9), leaf(4, 9), leaf(4)), {"activation": "gelu", "max": 0.5}),
-    "linear+relu": (fusedops.linear, (leaf(5, 9), leaf(4, 9), leaf(4)), {"activation": "relu"}),
-}
 out = {"path": fusedops.build_info()["autograd"].split(":")[0]}
-for name, (fn, inputs, options) in cases.items():
-    y = fn(*inputs, **options)
-    grads = torch.autograd.grad(y, inputs, torch.randn_like(y))
-    out[name] = [y.tolist()] + [g.tolist() for g in grads]
+for sample in SAMPLES:
+    inputs = sample.make("cpu", torch.float64, rows=5, requires_grad=True)
+    got = forward_backward(sample, inputs, sample.grad_out(inputs))
+    out[sample.id] = [t.tolist() for t in got]
 print(json.dumps(out))
 """
 
@@ -100,7 +100,8 @@ def _step(withhold: bool) -> dict:
     env.pop(_accelerator.WITHHOLD, None)
     if withhold:
         env[_accelerator.WITHHOLD] = "0"
-    run = subprocess.run([sys.executable, "-c", STEP], capture_output=True, text=True, timeout=300, env=env)
+    run = subprocess.run([sys.executable, "-c", STEP, str(Path(__file__).parent)], capture_output=True, text=True,
+                         timeout=300, env=env)
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout)
 
@@ -133,69 +134,11 @@ def test_the_accelerator_reads_the_matmul_flags_as_torch_keeps_them(tf32, fp16, 
          matmul.allow_bf16_reduced_precision_reduction) = old
 
 
-# Out of memory: an output of 2^45 float32 elements (128 TiB) on the device.
-def _too_large(device):
-    return torch.randn(1 << 20, 1, device=device), torch.randn(1, 1 << 25, device=device)
-
-
-@pytest.mark.parametrize("call", ["public", "public, grad", "torch.ops", "inference_mode"])
-def test_out_of_memory_on_the_cpu_is_torchs_error_naming_the_op(call):
-    a, b = _too_large("cpu")
-    with pytest.raises(RuntimeError) as raised:
-        _call_add(call, a, b)
-    assert not isinstance(raised.value, torch.OutOfMemoryError)  # torch's CPU allocator raises RuntimeError
-    assert str(raised.value).startswith("fusedops.add: out of memory: cannot allocate a float32 tensor of shape "
-                                        "[1048576, 33554432] (140737488355328 bytes, 131072.00 GiB) on cpu")
-
-
-def _call_add(call, a, b):
-    if call == "public, grad":
-        a.requires_grad_()
-    if call == "torch.ops":
-        return torch.ops.fusedops.add(a, b)
-    if call == "inference_mode":
-        with torch.inference_mode():
-            return fusedops.add(a, b)
-    return fusedops.add(a, b)
-
-
-@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
-@pytest.mark.parametrize("call", ["public", "public, grad", "torch.ops", "inference_mode"])
-def test_cuda_out_of_memory_is_torchs_out_of_memory_error(call, capfd):
-    if call == "torch.ops" and _loader.AUTOGRAD.path != "C++":
-        pytest.skip("a direct torch.ops call gets torch.OutOfMemoryError from the C++ autograd kernel")
-    a, b = _too_large("cuda")
-    with pytest.raises(torch.OutOfMemoryError, match=r"^fusedops\.add: CUDA out of memory: cannot allocate a "
-                                                     r"float32 tensor of shape \[1048576, 33554432\]"):
-        _call_add(call, a, b)
-    if major_minor(torch.__version__) >= (2, 13):  # 2.10-2.12's C shim logs the error itself
-        assert capfd.readouterr().err == ""
-
-
-@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
-def test_cuda_out_of_memory_in_the_backward_is_torchs_out_of_memory_error():
-    """The backward's allocation fails inside autograd's engine: between the
-    forward and the backward, torch's allocator is capped at what it holds plus
-    64 MiB (a cap, not a filled GPU: other test processes share the device)."""
-    x = torch.randn(1 << 26, device="cuda", requires_grad=True)  # 256 MiB, as the backward's grad_x
-    y = fusedops.scale_bias_clamp(x, 1.5, 0.5, -1.0, 1.0)
-    grad = torch.randn_like(y)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    total = torch.cuda.get_device_properties(x.device).total_memory
-    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + (64 << 20)) / total)
-    try:
-        with pytest.raises(torch.OutOfMemoryError, match=r"^fusedops\.scale_bias_clamp: CUDA out of memory"):
-            y.backward(grad)
-    finally:
-        torch.cuda.set_per_process_memory_fraction(1.0)
-
-
 # ---- the public functions' C entries (accel/common/python.h) ----------------------------
 
-ENTRIES = {"add": (fusedops.ops.add, "_add", torch.ops.fusedops.add.default),
-           "linear": (fusedops.ops.linear, "_linear", torch.ops.fusedops.linear.default),
-           "scale_bias_clamp": (fusedops.ops.scale_bias_clamp, "_sbc", torch.ops.fusedops.scale_bias_clamp.default)}
+# Each public op's module, the name of its C++ callable there, and its op.
+ENTRIES = {op: (importlib.import_module(f"fusedops.ops.{op}"), f"_{op}", getattr(torch.ops.fusedops, op).default)
+           for op in PUBLIC_OPS}
 
 
 @pytest.mark.parametrize("op", ENTRIES)
@@ -235,22 +178,8 @@ def _outcome(fn, *args):
         return type(error), str(error)
 
 
-def _entry_cases():
-    x, w, b = torch.randn(5, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64), torch.randn(3)
-    p = torch.nn.Parameter(torch.randn(8, dtype=torch.float64))
-    t = torch.randn(5, 8, dtype=torch.float64)
-    return {
-        "add": [(t, x), (t, p), (p, t[1:, :]), (t, 1.5), (t, None), (t,), (t, x, x), (t, torch.randn(3))],
-        "linear": [(x, w, b.double(), "gelu", -0.5, 0.5), (x, w, None, None, None, None), (x, w, None, "relu", 0, 2), (x, w, None, None, -1, 1),
-                   (x, w, None, None, True, None), (x, w, None, None, -(1 << 70), None),
-                   (x, w, None, None, torch.tensor(0.5), None), (x, w, None, "tanh", None, None),
-                   (x, w, None, 3, None, None), (x, w, None, "gel\ud800u", None, None), (x, w, [1.0], None, None, None),
-                   (x, w.float(), None, None, None, None), (p.view(1, 8), w, None, None, None, None), (x, w)],
-        "scale_bias_clamp": [(t, None, None, 2.0, 0.5, -1.0, 1.0), (t, torch.tensor(2.0, dtype=torch.float64), p,
-                                                                     1.0, 0.0, None, 0.5),
-                             (t, None, None, 2, 1, -1, None), (t, None, None, True, 0.5, None, None),
-                             (t, None, None, 2.0, 0.5, "low", None), (t, None, None, 2.0)],
-    }
+def test_every_public_op_has_entry_cases():
+    assert set(ENTRY_CASES) == set(PUBLIC_OPS)
 
 
 @pytest.mark.parametrize("op", ENTRIES)
@@ -259,7 +188,7 @@ def test_c_entries_agree_with_the_op_on_every_argument_kind(op):
     numbers, strings that are no valid UTF-8, wrong counts: each entry gives
     what OpOverload._op gives (the same values, or the same error)."""
     module, name, overload = ENTRIES[op]
-    for args in _entry_cases()[op]:
+    for args in ENTRY_CASES[op]:
         ours, theirs = _outcome(getattr(module, name), *args), _outcome(overload._op, *args)
         if isinstance(theirs, torch.Tensor):
             assert isinstance(ours, torch.Tensor) and torch.equal(ours, theirs), args
@@ -286,22 +215,29 @@ class _LoggingMode(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_c_entries_hand_subclasses_and_modes_to_the_op():
+# Each public op's first sample.
+FIRST_SAMPLES = {op: next(s for s in SAMPLES if s.op == op) for op in PUBLIC_OPS}
+
+
+@pytest.mark.parametrize("op", PUBLIC_OPS)
+def test_c_entries_hand_subclasses_and_modes_to_the_op(op):
     """A tensor subclass's __torch_function__ and a TorchFunctionMode see the op,
     as they do with OpOverload._op (the Python path calls the ops' no-grad twins
     where no gradient is needed); plain tensors take the C entry."""
-    cpp = _loader.AUTOGRAD.path == "C++"
-    ops = torch.ops.fusedops
-    a, b, w = torch.randn(4, 3), torch.randn(3), torch.randn(2, 3)
+    sample = FIRST_SAMPLES[op]
+    expected = [getattr(torch.ops.fusedops, op if _loader.AUTOGRAD.path == "C++" else f"_{op}_nograd").default]
+    first, *rest = sample.make("cpu", torch.float32)
     _Logged.calls.clear()
-    out = fusedops.add(a.as_subclass(_Logged), b)
-    assert _fusedops_ops(_Logged.calls) == [ops.add.default if cpp else ops._add_nograd.default]
-    assert type(out) is _Logged
-    torch.testing.assert_close(out.as_subclass(torch.Tensor), a + b, rtol=0, atol=0)
+    out = sample.call(first.as_subclass(_Logged), *rest)
+    assert _fusedops_ops(_Logged.calls) == expected
+    plain = sample.call(first, *rest)
+    for o, p in zip(outputs(out), outputs(plain), strict=True):
+        assert type(o) is _Logged
+        torch.testing.assert_close(o.as_subclass(torch.Tensor), p, rtol=0, atol=0)
     with _LoggingMode() as mode:
-        out = fusedops.linear(a, w, None, activation="relu")
-    assert _fusedops_ops(mode.calls) == [ops.linear.default if cpp else ops._linear_nograd.default]
-    assert type(out) is torch.Tensor
+        out = sample.call(first, *rest)
+    assert _fusedops_ops(mode.calls) == expected
+    assert all(type(o) is torch.Tensor for o in outputs(out))
 
 
 def _fusedops_ops(calls):

@@ -1,12 +1,18 @@
 """add's own semantics: vector tails and misaligned pointers, more dimensions
-than the kernels take, NaN and inf, more than 2^31 elements. The generic checks
-(test_every_op.py, test_cuda_robustness.py) run on its samples in samples.py."""
+than the kernels take, NaN and inf, more than 2^31 elements; and, through add,
+how an out-of-memory error names the op on every call path. The generic checks
+(test_every_op.py, test_cuda_robustness.py) run on its samples in samples/add.py."""
 
 import pytest
 import torch
+from conftest import CUDA
 from helpers import poison_allocator
 
 import fusedops
+from fusedops import _loader
+from fusedops._variant import major_minor
+
+pytestmark = pytest.mark.ops  # the op suite (.ci/run's Python-autograd lane: -m ops)
 
 
 @pytest.mark.parametrize("numel", [1, 3, 8, 15, 16, 17, 1023, 4097, 65537, 1_000_003])
@@ -44,3 +50,44 @@ def test_cuda_more_than_2_31_elements():
     del out
     out = fusedops.add(a, a)  # vectorized path
     assert torch.equal(out[-1000:], a[-1000:] * 2) and torch.equal(out[:1000], a[:1000] * 2)
+
+
+# ---- out of memory, through add: the error names the op on every path ----------------------------
+
+# Out of memory: an output of 2^45 float32 elements (128 TiB) on the device.
+def _too_large(device):
+    return torch.randn(1 << 20, 1, device=device), torch.randn(1, 1 << 25, device=device)
+
+
+@pytest.mark.parametrize("call", ["public", "public, grad", "torch.ops", "inference_mode"])
+def test_out_of_memory_on_the_cpu_is_torchs_error_naming_the_op(call):
+    a, b = _too_large("cpu")
+    with pytest.raises(RuntimeError) as raised:
+        _call_add(call, a, b)
+    assert not isinstance(raised.value, torch.OutOfMemoryError)  # torch's CPU allocator raises RuntimeError
+    assert str(raised.value).startswith("fusedops.add: out of memory: cannot allocate a float32 tensor of shape "
+                                        "[1048576, 33554432] (140737488355328 bytes, 131072.00 GiB) on cpu")
+
+
+def _call_add(call, a, b):
+    if call == "public, grad":
+        a.requires_grad_()
+    if call == "torch.ops":
+        return torch.ops.fusedops.add(a, b)
+    if call == "inference_mode":
+        with torch.inference_mode():
+            return fusedops.add(a, b)
+    return fusedops.add(a, b)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("call", ["public", "public, grad", "torch.ops", "inference_mode"])
+def test_cuda_out_of_memory_is_torchs_out_of_memory_error(call, capfd):
+    if call == "torch.ops" and _loader.AUTOGRAD.path != "C++":
+        pytest.skip("a direct torch.ops call gets torch.OutOfMemoryError from the C++ autograd kernel")
+    a, b = _too_large("cuda")
+    with pytest.raises(torch.OutOfMemoryError, match=r"^fusedops\.add: CUDA out of memory: cannot allocate a "
+                                                     r"float32 tensor of shape \[1048576, 33554432\]"):
+        _call_add(call, a, b)
+    if major_minor(torch.__version__) >= (2, 13):  # 2.10-2.12's C shim logs the error itself
+        assert capfd.readouterr().err == ""

@@ -15,12 +15,14 @@ from conftest import needs_cuda
 
 import fusedops
 from fusedops import bench
+from fusedops.bench import core
+from fusedops.bench.linear import LINEAR_VARIANTS
 
 
 def fake_op(device, numel, repeats, quick):
     rows = []
     for impl, ms in (("fusedops", 1.0), ("eager", 2.0), ("compile", 0.5)):
-        bench.measure_ms(lambda: None, device, repeats)  # counts for the progress line
+        core.measure_ms(lambda: None, device, repeats)  # counts for the progress line
         rows.append({"op": "fake", "pass": "fwd", "impl": impl, "dtype": "float32", "shape": [numel],
                      "bytes": 12 * numel, "ms": ms, "GBs": 12 * numel / ms / 1e6})
     return rows
@@ -34,7 +36,7 @@ def parse(argv):
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setitem(bench.BENCHMARKS, "fake", bench.Benchmark(fake_op))
+    monkeypatch.setitem(bench.BENCHMARKS, "fake", core.Benchmark(fake_op))
 
 
 def test_run_writes_tables_json_and_plot(fake, tmp_path, capsys):
@@ -72,9 +74,9 @@ def test_no_compile_leaves_torch_compile_uncalled(monkeypatch, tmp_path):
         fns = {impl: (lambda impl=impl: called.append(impl)) for impl in ("fusedops", "eager", "compile", "compile-max")}
         return [{"op": "fake", "pass": "fwd", "impl": impl, "dtype": "float32", "shape": [numel], "bytes": 12,
                  "ms": max(ms, 1e-9), "GBs": 12 / max(ms, 1e-9) / 1e6}
-                for impl, ms in bench.measure_impls(fns, device, repeats).items()]
+                for impl, ms in core.measure_impls(fns, device, repeats).items()]
 
-    monkeypatch.setitem(bench.BENCHMARKS, "fake", bench.Benchmark(op))
+    monkeypatch.setitem(bench.BENCHMARKS, "fake", core.Benchmark(op))
     out = tmp_path / "run.json"
     assert bench.run(parse(["--device", "cpu", "--ops", "fake", "--quick", "--no-compile", "--json", str(out)])) == 0
     result = json.loads(out.read_text())
@@ -102,10 +104,10 @@ def test_warm_up_runs_at_least_three_calls_and_the_given_time():
     cpu = torch.device("cpu")
     calls = []
     begin = time.perf_counter()
-    n = bench.warm_up(lambda: calls.append(1), cpu, seconds=0.05)
+    n = core.warm_up(lambda: calls.append(1), cpu, seconds=0.05)
     assert time.perf_counter() - begin >= 0.05 and n == len(calls) >= 3
     calls.clear()
-    assert bench.warm_up(lambda: (calls.append(1), time.sleep(0.03)), cpu, seconds=0.01) == len(calls) == 3
+    assert core.warm_up(lambda: (calls.append(1), time.sleep(0.03)), cpu, seconds=0.01) == len(calls) == 3
 
 
 @pytest.fixture
@@ -113,8 +115,8 @@ def fake_clock(monkeypatch):
     """bench's clock, advanced only by the calls under test: exact times on a
     loaded machine (a sleep can overshoot by milliseconds under parallel tests)."""
     now = [0.0]
-    monkeypatch.setattr(bench.time, "perf_counter", lambda: now[0])
-    monkeypatch.setattr(bench, "WARMUP_S", 0.0)
+    monkeypatch.setattr(core.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(core, "WARMUP_S", 0.0)
 
     def takes(seconds, calls, name):
         def call():
@@ -127,14 +129,14 @@ def fake_clock(monkeypatch):
 
 def test_measure_ms_times_only_calls_after_the_warm_up(fake_clock):
     calls = []
-    ms = bench.measure_ms(fake_clock(0.002, calls, "a"), torch.device("cpu"), repeats=5)
+    ms = core.measure_ms(fake_clock(0.002, calls, "a"), torch.device("cpu"), repeats=5)
     assert len(calls) == 3 + 5 and ms == pytest.approx(2.0)
 
 
 def test_measure_impls_takes_turns_in_rotated_rounds(fake_clock):
     calls = []
     fns = {name: fake_clock(seconds, calls, name) for name, seconds in (("a", 0.001), ("b", 0.004), ("c", 0.0))}
-    ms = bench.measure_impls(fns, torch.device("cpu"), repeats=10)
+    ms = core.measure_impls(fns, torch.device("cpu"), repeats=10)
     assert calls[:9] == ["a"] * 3 + ["b"] * 3 + ["c"] * 3  # warm-up
     timed = calls[9:]
     assert len(timed) == 30  # 5 rounds of 2 calls per implementation
@@ -161,12 +163,12 @@ def test_graph_pass_captures_every_impl_but_those_with_graphs_of_their_own():
            "eager": logged("eager", lambda: torch.add(x, x)),
            "compile-max": logged("compile-max", lambda: x * 2)}
     cuda = torch.device("cuda")
-    passes = dict(bench.measure_passes("fwd", fns, cuda, repeats=5, calls=3))
+    passes = dict(core.measure_passes("fwd", fns, cuda, repeats=5, calls=3))
     assert set(passes["fwd"]) == {"fusedops", "eager", "compile-max"}
     assert set(passes["fwd (CUDA graph)"]) == {"fusedops", "eager"}
     assert capturing["fusedops"].count(True) == capturing["eager"].count(True) == 3  # one graph of 3 calls
     assert not any(capturing["compile-max"])
-    assert [name for name, _ in bench.measure_passes("fwd", fns, cuda, repeats=5, calls=0)] == ["fwd"]
+    assert [name for name, _ in core.measure_passes("fwd", fns, cuda, repeats=5, calls=0)] == ["fwd"]
 
 
 @needs_cuda
@@ -176,7 +178,7 @@ def test_linear_bench_replays_its_small_shapes_from_cuda_graphs(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     graphed = {(r["op"], r["pass"], r["dtype"], tuple(r["shape"]), r["impl"]): r for r in rows
                if r["pass"].endswith("(CUDA graph)")}
-    cases = [(name, "fwd") for name in bench.LINEAR_VARIANTS] + [("linear", "fwd+bwd")]
+    cases = [(name, "fwd") for name in LINEAR_VARIANTS] + [("linear", "fwd+bwd")]
     assert set(graphed) == {(op, f"{pass_} (CUDA graph)", dtype, shape, impl)
                             for op, pass_ in cases for dtype in ("bfloat16", "float16", "float32")
                             for shape in ((1024, 1024, 1024), (256, 512, 256)) for impl in ("fusedops", "eager")}

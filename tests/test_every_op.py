@@ -21,8 +21,11 @@ from samples import (
     forward_backward,
     grads,
     ids,
+    outputs,
 )
 from torch.library import opcheck
+
+pytestmark = pytest.mark.ops  # the op suite (.ci/run's Python-autograd lane: -m ops)
 
 every_sample = pytest.mark.parametrize("sample", ALL_SAMPLES, ids=ids(ALL_SAMPLES))
 main_samples = pytest.mark.parametrize("sample", SAMPLES, ids=ids(SAMPLES))
@@ -42,13 +45,15 @@ def test_forward_matches_float64_reference(sample, device, dtype, layout):
     inputs = sample.make(device, dtype, layout)
     before = [t.clone() for t in inputs]
     poison_allocator(device)  # an output element left unwritten shows as NaN
-    out = sample.call(*inputs)
-    expected = sample.ref(*(t.double() for t in inputs))
-    assert out.shape == expected.shape and out.dtype == dtype and out.device == inputs[0].device
-    assert out.is_contiguous()
-    torch.testing.assert_close(out.double(), expected, **sample.tolerance[dtype])
+    outs = outputs(sample.call(*inputs))
+    expected = outputs(sample.ref(*(t.double() for t in inputs)))
+    assert len(outs) == len(expected)
+    for out, ref in zip(outs, expected, strict=True):
+        assert out.shape == ref.shape and out.dtype == sample.out_dtype(dtype) and out.device == inputs[0].device
+        assert out.is_contiguous()
+        torch.testing.assert_close(out.double(), ref, **sample.tolerance[dtype])
     if sample.same_bits_as_ref:
-        assert torch.equal(out, sample.ref(*inputs))
+        assert all(torch.equal(o, r) for o, r in zip(outs, outputs(sample.ref(*inputs)), strict=True))
     assert all(torch.equal(t, b) for t, b in zip(inputs, before, strict=True)), "an input was written"
 
 
@@ -84,10 +89,9 @@ def test_double_backward(sample, device):
     if sample.double_backward:
         assert torch.autograd.gradgradcheck(sample.call, inputs, fast_mode=True)
         return
-    wrt = [t for t in inputs if t.requires_grad]
-    first = torch.autograd.grad(sample.call(*inputs), wrt, sample.grad_out(inputs), create_graph=True)
+    first = grads(sample.call(*inputs), inputs, sample.grad_out(inputs), create_graph=True)
     with pytest.raises(RuntimeError, match=rf"^fusedops\.{sample.op}: double backward is not supported"):
-        torch.autograd.grad(sum(g.sum() for g in first), wrt)
+        torch.autograd.grad(sum(g.sum() for g in first), [t for t in inputs if t.requires_grad])
 
 
 @pytest.mark.parametrize("sample", SAMPLES + MORE_SHAPES, ids=ids(SAMPLES + MORE_SHAPES))
@@ -104,7 +108,7 @@ def test_opcheck(sample, device):
 @main_samples
 def test_compile_fullgraph_forward_backward(sample, device):
     def f(*inputs):
-        return sample.call(*inputs) * 2
+        return tuple(out * 2 for out in outputs(sample.call(*inputs)))
 
     torch._dynamo.reset()  # f's code is the same for every sample: no recompile limit across them
     compiled = torch.compile(f, fullgraph=True, dynamic=True)
@@ -123,13 +127,14 @@ def test_autograd_only_for_inputs_that_need_a_gradient(sample, device):
     inputs requiring grad: a node with edges to those only, and their
     gradients as float64 autograd gives them."""
     plain = sample.make(device, torch.float32)
-    expected = sample.ref(*(t.double() for t in plain))
-    without_grad = sample.call(*plain)
+    expected = outputs(sample.ref(*(t.double() for t in plain)))
+    without_grad = outputs(sample.call(*plain))
     with torch.no_grad():
-        under_no_grad = sample.call(*(t.clone().requires_grad_() for t in plain))
-    for out in (without_grad, under_no_grad):
-        assert out.grad_fn is None and not out.requires_grad
-        torch.testing.assert_close(out.double(), expected, **sample.tolerance[torch.float32])
+        under_no_grad = outputs(sample.call(*(t.clone().requires_grad_() for t in plain)))
+    for outs in (without_grad, under_no_grad):
+        for out, ref in zip(outs, expected, strict=True):
+            assert out.grad_fn is None and not out.requires_grad
+            torch.testing.assert_close(out.double(), ref, **sample.tolerance[torch.float32])
 
     grad_out = sample.grad_out(plain)
     differentiable = sample.grad_indices()
@@ -183,3 +188,13 @@ def test_bad_calls_fail_naming_the_argument(sample, device):
             bad.call(*inputs)
         assert bad.arg in re.findall(r"\w+", str(info.value).removeprefix(f"fusedops.{sample.op}:"))
 
+
+@main_samples
+def test_shape_functions_refuse_bad_calls_as_the_kernels_do(sample):
+    """On meta inputs (what torch.compile traces) the Python shape functions
+    run the checks: every bad call fails with the compiled kernels' message."""
+    inputs = sample.make("meta", torch.float32)
+    dtypes = [bad for bad in _derived_bad_calls(sample, "cpu") if "device" not in bad.message]
+    for bad in (*dtypes, *sample.bad):
+        with pytest.raises(bad.error, match=rf"^fusedops\.{sample.op}: {bad.message}"):
+            bad.call(*inputs)

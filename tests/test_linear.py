@@ -14,17 +14,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import CUDA
-from samples import (
-    ACTIVATIONS,
-    GEMM_TOLERANCE,
-    LINEAR_BOUNDS,
-    assert_matches_reference,
-    forward_backward,
-    linear,
-)
+from samples import assert_matches_reference, forward_backward
+from samples.core import GEMM_TOLERANCE
+from samples.linear import ACTIVATIONS, LINEAR_BOUNDS, linear
 from torch.library import opcheck
 
 import fusedops
+
+pytestmark = pytest.mark.ops  # the op suite (.ci/run's Python-autograd lane: -m ops)
 
 
 def test_matches_eager_composition_on_cpu(dtype):
@@ -63,7 +60,7 @@ def test_grads_of_expanded_and_transposed_output_grads(device):
     inputs = sample.make(device, torch.float32, requires_grad=True)
     out = sample.call(*inputs)
     got = (out, *torch.autograd.grad(out.sum(), inputs))  # an expanded (stride 0) gradient
-    assert_matches_reference(sample, got, inputs, torch.ones_like(out))
+    assert_matches_reference(sample, got, inputs, (torch.ones_like(out),))
     sample = linear("relu, max", (6, 10), 12, activation="relu", hi=0.5)
     grad = sample.grad_out(inputs, "transposed")
     assert_matches_reference(sample, forward_backward(sample, inputs, grad), inputs, grad)

@@ -7,10 +7,14 @@ CPU threads, the nn module, more than 2^31 elements. The generic checks
 import pytest
 import torch
 from helpers import assert_close
-from samples import SBC_BOUNDS, R, assert_matches_reference, clamp, forward_backward, scale_bias_clamp
+from samples import assert_matches_reference, forward_backward
+from samples.core import R, clamp
+from samples.scale_bias_clamp import SBC_BOUNDS, scale_bias_clamp
 from torch.library import opcheck
 
 import fusedops
+
+pytestmark = pytest.mark.ops  # the op suite (.ci/run's Python-autograd lane: -m ops)
 
 
 def assert_forward_and_grads(sample, inputs):
@@ -265,3 +269,22 @@ def test_cuda_more_than_2_31_elements_full_reductions():
     assert grad_bias.shape == bias.shape and grad_scale.shape == scale.shape
     torch.testing.assert_close(grad_bias.double(), expected_bias, rtol=2e-3, atol=1e-3)
     torch.testing.assert_close(grad_scale.double(), expected_scale, rtol=2e-3, atol=1e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+def test_cuda_out_of_memory_in_the_backward_is_torchs_out_of_memory_error():
+    """The backward's allocation fails inside autograd's engine: between the
+    forward and the backward, torch's allocator is capped at what it holds plus
+    64 MiB (a cap, not a filled GPU: other test processes share the device)."""
+    x = torch.randn(1 << 26, device="cuda", requires_grad=True)  # 256 MiB, as the backward's grad_x
+    y = fusedops.scale_bias_clamp(x, 1.5, 0.5, -1.0, 1.0)
+    grad = torch.randn_like(y)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(x.device).total_memory
+    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + (64 << 20)) / total)
+    try:
+        with pytest.raises(torch.OutOfMemoryError, match=r"^fusedops\.scale_bias_clamp: CUDA out of memory"):
+            y.backward(grad)
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)

@@ -12,6 +12,8 @@ import torch
 import fusedops
 from fusedops import __main__ as cli
 
+pytestmark = pytest.mark.ops  # the op suite (.ci/run's Python-autograd lane: -m ops)
+
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 

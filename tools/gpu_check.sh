@@ -14,7 +14,9 @@
 # the checkout, absolute paths and pytest options kept). compute-sanitizer is looked up on PATH, in
 # CUDA_HOME, /usr/local/cuda and NVIDIA's pip wheels (COMPUTE_SANITIZER=...
 # to name it). GPU_CHECK_TESTS=0 / GPU_CHECK_BENCH=0 skip the full test suite /
-# the benchmark (e.g. a sanitizer-only run). GPU_CHECK_AB_BASELINE=DIR (a
+# the benchmark (e.g. a sanitizer-only run); GPU_CHECK_PYTEST_ARGS selects tests
+# (default: the whole suite; paths relative to the checkout, e.g. "tests -k rms_norm"),
+# GPU_CHECK_BENCH_ARGS are the bench's options. GPU_CHECK_AB_BASELINE=DIR (a
 # source tree) adds an A/B bench of that tree against this checkout in
 # GPU_CHECK_AB_ROUNDS rotated rounds (bench options: GPU_CHECK_AB_ARGS) into
 # OUTDIR/ab/. OUTDIR gets at most 8 files and the ab/ folder.
@@ -53,7 +55,16 @@ workers=()
 "$python" -c 'import xdist' 2>/dev/null && workers=(-n "${GPU_CHECK_WORKERS:-8}")
 tests_status=0
 if [ "${GPU_CHECK_TESTS:-1}" = 1 ]; then
-  "$python" -m pytest "$repo/tests" -q -rs -p no:cacheprovider "${workers[@]}" --junitxml=junit.xml 2>&1 | tee tests.log
+  selection=()
+  # shellcheck disable=SC2086  # GPU_CHECK_PYTEST_ARGS is a list of pytest arguments
+  for word in ${GPU_CHECK_PYTEST_ARGS:-tests}; do
+    case $word in
+      tests*) selection+=("$repo/$word") ;;  # relative to the checkout
+      *) selection+=("$word") ;;
+    esac
+  done
+  "$python" -m pytest "${selection[@]}" -q -rs -p no:cacheprovider "${workers[@]}" --junitxml=junit.xml 2>&1 |
+    tee tests.log
   tests_status=${PIPESTATUS[0]}
 else
   echo "   skipped (GPU_CHECK_TESTS=0)"

@@ -93,13 +93,14 @@ decltype(auto) backward_call(F&& f) {
   return below_autograd(std::forward<F>(f));
 }
 
-// A backward op's (grad_0, grad_1, grad_2) as the node's outputs: undefined
-// where not asked for (the op returns an empty stand-in there).
-inline variable_list requested(std::tuple<Tensor, Tensor, Tensor>&& grads, const std::array<bool, 3>& mask) {
-  variable_list out(3);
-  if (mask[0]) out[0] = std::move(std::get<0>(grads));
-  if (mask[1]) out[1] = std::move(std::get<1>(grads));
-  if (mask[2]) out[2] = std::move(std::get<2>(grads));
+// A backward op's gradients (a tuple of N tensors) as the node's outputs:
+// undefined where not asked for (the op returns an empty stand-in there).
+template <typename... Grads>
+variable_list requested(std::tuple<Grads...>&& grads, const std::array<bool, sizeof...(Grads)>& mask) {
+  variable_list out(sizeof...(Grads));
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    ((out[I] = mask[I] ? std::move(std::get<I>(grads)) : Tensor()), ...);
+  }(std::index_sequence_for<Grads...>{});
   return out;
 }
 

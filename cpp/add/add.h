@@ -1,6 +1,6 @@
 // fusedops.add(a, b) == torch.add(a, b): host side of the op. The CPU kernel and
 // the registrations are in add.cpp, the CUDA glue in add_cuda.cpp, the kernels
-// in cuda/add/, autograd and the shape function in src/fusedops/add.py.
+// in cuda/add/, autograd and the shape function in src/fusedops/ops/add.py.
 #pragma once
 
 #include "cpp/common/stable.h"

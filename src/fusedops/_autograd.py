@@ -10,9 +10,8 @@ torch.library.opcheck use. That path costs tens of microseconds of Python per
 call (the dispatcher calls a Python kernel, which fills in the schema's
 defaults and re-dispatches), which bounds mid-size training steps by the host.
 The public functions therefore call `apply`: an autograd.Function around the
-op's `_nograd` twin, with the same context set-up and backward formula
-(linear's own _LinearFunction also runs the forward that returns z where its
-backward needs it).
+op's `_nograd` twin, or around a forward op that also returns what the
+backward reads (linear's z, a norm's rstd), with the same backward formula.
 """
 
 from __future__ import annotations
@@ -55,13 +54,21 @@ def raise_out_of_memory(error: RuntimeError) -> None:
     raise error
 
 
-def function(name: str, forward: Callable, setup_context: Callable, backward: Callable) -> type:
+def function(name: str, forward: Callable, setup_context: Callable, backward: Callable, *,
+             outputs: int | None = None) -> type:
     """An autograd.Function that runs the no-autograd op `forward`, then
-    `setup_context(ctx, inputs, output)`, with `backward(ctx, *grads)`."""
+    `setup_context(ctx, inputs, output)`, with `backward(ctx, *grads)`. With
+    `outputs`, `forward` returns (outputs..., saved...): the first `outputs`
+    are the Function's (one tensor for 1), the rest only what the backward
+    reads, handed over as `setup_context(ctx, inputs, output, saved)`."""
 
     def forward_with_context(ctx, *inputs):
-        output = forward(*inputs)
-        setup_context(ctx, inputs, output)
+        result = forward(*inputs)
+        if outputs is None:
+            setup_context(ctx, inputs, result)
+            return result
+        output = result[0] if outputs == 1 else tuple(result[:outputs])
+        setup_context(ctx, inputs, output, tuple(result[outputs:]))
         return output
 
     return type(name, (torch.autograd.Function,), {

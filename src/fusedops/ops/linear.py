@@ -208,24 +208,26 @@ def _grads(ctx, grad, x, weight, saved):
     return tuple(g if needed else None for g, needed in zip(grads, mask, strict=True))
 
 
-class _LinearFunction(torch.autograd.Function):
-    """What fusedops.linear runs when a gradient is needed (see _autograd.py).
-    Where the backward needs no pre-activation z, the forward is the no-aux op
-    (relu's backward reads out)."""
+def _forward(x, weight, bias, activation, min, max, math):
+    """(out, saved) for the backward: z where it needs the pre-activation, out
+    for relu alone (differentiated from its output), else None."""
+    if _needs_aux(activation, min, max):
+        return _linear_forward(x, weight, bias, activation, min, max, math)
+    out = _linear_nograd(x, weight, bias, activation, min, max, math)
+    return out, out if activation == "relu" else None
 
-    @staticmethod
-    def forward(ctx, x, weight, bias, activation, min, max, math):
-        if _needs_aux(activation, min, max):
-            out, saved = _linear_forward(x, weight, bias, activation, min, max, math)
-        else:
-            out = _linear_nograd(x, weight, bias, activation, min, max, math)
-            saved = out if activation == "relu" else None
-        _save(ctx, x, weight, bias, (activation, min, max), saved)
-        return out
 
-    @staticmethod
-    def backward(ctx, grad):
-        return (*_grads(ctx, grad, *ctx.saved_tensors), None, None, None, None)
+def _setup_function(ctx, inputs, output, saved):
+    x, weight, bias, activation, min, max, _ = inputs
+    _save(ctx, x, weight, bias, (activation, min, max), saved[0])
+
+
+def _backward_function(ctx, grad):
+    return (*_grads(ctx, grad, *ctx.saved_tensors), None, None, None, None)
+
+
+# What fusedops.linear runs when a gradient is needed (see _autograd.py).
+_LinearFunction = _autograd.function("_LinearFunction", _forward, _setup_function, _backward_function, outputs=1)
 
 
 # torch.ops.fusedops.linear's autograd (opcheck, direct torch.ops callers): the

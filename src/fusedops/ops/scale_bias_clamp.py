@@ -11,7 +11,7 @@ import torch
 from .. import _autograd, _checks
 
 OP = "scale_bias_clamp"
-_sbc = _autograd.direct(torch.ops.fusedops.scale_bias_clamp.default, OP)
+_scale_bias_clamp = _autograd.direct(torch.ops.fusedops.scale_bias_clamp.default, OP)
 _sbc_nograd = _autograd.direct(torch.ops.fusedops._scale_bias_clamp_nograd.default)
 _sbc_backward = torch.ops.fusedops._scale_bias_clamp_backward.default
 CPP_AUTOGRAD = _autograd.cpp(OP)
@@ -50,7 +50,7 @@ def scale_bias_clamp(x: torch.Tensor, scale: torch.Tensor | float, bias: torch.T
     args = (x, scale_t, bias_t, scale_v, bias_v, _bound("min", min), _bound("max", max))
     try:
         if CPP_AUTOGRAD:
-            return _sbc(*args)
+            return _scale_bias_clamp(*args)
         if _checks.needs_autograd(OP, x, scale_t, bias_t):
             return _ScaleBiasClamp.apply(*args)
         return _sbc_nograd(*args)
