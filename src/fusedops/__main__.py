@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("check", help="a self-test of every op on this machine")
     bench = commands.add_parser("bench", help="benchmarks against eager PyTorch and torch.compile")
     from fusedops import bench as bench_module
-    from fusedops import bench_model
+    from fusedops.bench import model as bench_model
 
     bench_module.add_arguments(bench)
     bench_model.add_arguments(bench)

@@ -30,7 +30,9 @@ import torch
 import torch.nn.functional as F
 
 import fusedops
-from fusedops import bench, bench_report
+from fusedops import bench_report
+
+from .core import compiler_allows_many_shapes, measure_impls, progress
 
 MODELS = ("llama", "vit")
 GIB = 1 << 30
@@ -269,18 +271,18 @@ def run(args: argparse.Namespace) -> int:
               for key, value in DEFAULTS[args.model, device.type].items()}
     work = (llama if args.model == "llama" else vit)(config, device)
     steps = args.steps or (20 if device.type == "cuda" else 5)
-    bench._compiler_allows_many_shapes()
+    compiler_allows_many_shapes()
     made = variants(work, device, compile_too=not args.no_compile, model_name=args.model)
     print(f"fusedops bench --model {args.model} on {device_name(device)} (torch {torch.__version__}): "
           f"{work.description}; AdamW{' (fused)' if device.type == 'cuda' else ''}; {steps} steps per variant",
           flush=True)
 
-    bench._progress.begin(f"{args.model}: first steps (compiles)")
+    progress.begin(f"{args.model}: first steps (compiles)")
     stats = first_steps(made)
-    bench._progress.end()
-    bench._progress.begin(f"{args.model}: timed steps, variants in rotated rounds")
-    times = bench.measure_impls({name: v.step for name, v in made.items()}, device, steps)
-    bench._progress.end()
+    progress.end()
+    progress.begin(f"{args.model}: timed steps, variants in rotated rounds")
+    times = measure_impls({name: v.step for name, v in made.items()}, device, steps)
+    progress.end()
     rows = []
     for name, variant in made.items():
         row = {"variant": name, "ms": times[name], "per_s": work.items / times[name] * 1e3, "unit": work.unit,
