@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import DEVICES
 
 import fusedops
 
@@ -145,6 +146,34 @@ def test_causal_lm_loss_and_grads(arch, dtype):
     hf = ref(input_ids=ids, labels=labels[:, -5:], logits_to_keep=5).loss
     torch.testing.assert_close(ours(input_ids=ids, labels=labels[:, -5:], logits_to_keep=5).loss.float(), hf,
                                **TOLERANCE[torch.float32])
+
+
+def relative_errors(model: torch.nn.Module, reference: torch.nn.Module) -> list[float]:
+    """Each parameter's gradient error relative to the float64 reference's (L2)."""
+    return [((p.grad.double().cpu() - q.grad).norm() / q.grad.norm()).item()
+            for p, q in zip(model.parameters(), reference.parameters(), strict=True)]
+
+
+@needs_transformers
+@pytest.mark.parametrize("device", DEVICES)
+def test_bfloat16_step_as_accurate_as_transformers(device):
+    """A bfloat16 step, patched and not, against the float64 model: the patched
+    loss and every gradient at most twice as far from it as transformers' own."""
+    reference = float64_norms(causal_lm("llama", torch.float64))
+    eager = copy.deepcopy(reference).to(device, torch.bfloat16)
+    ours, _ = patched_copy(eager)
+    ids, mask, labels = tokens(batch=4, seq=32)
+    expected = reference_loss(reference, ids, mask, labels)
+    expected.backward()
+    inputs = dict(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device))
+    losses = {}
+    for name, model in (("eager", eager), ("ours", ours)):
+        losses[name] = model(**inputs).loss
+        losses[name].backward()
+    assert abs(losses["ours"].item() - expected.item()) <= 2 * abs(losses["eager"].item() - expected.item()) + 1e-3
+    for ours_error, eager_error in zip(relative_errors(ours, reference), relative_errors(eager, reference),
+                                       strict=True):
+        assert ours_error <= 2 * eager_error + 1e-3
 
 
 @needs_transformers
@@ -272,13 +301,14 @@ def test_vit_loss_and_grads(dtype):
 
 
 @needs_timm
-def test_vit_under_autocast():
+@pytest.mark.parametrize("device", DEVICES)
+def test_vit_under_autocast(device):
     """bfloat16 autocast: the blocks' residual stream is float32, their branches
     bfloat16; the fused add promotes as eager's add does."""
-    ref = vit()
+    ref = vit().to(device)
     ours, _ = patched_copy(ref)
-    images, classes = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    images, classes = torch.randn(4, 3, 32, 32, device=device), torch.randint(0, 10, (4,), device=device)
+    with torch.autocast(device, dtype=torch.bfloat16):
         loss = F.cross_entropy(ours(images), classes)
         expected = F.cross_entropy(ref(images), classes)
     torch.testing.assert_close(loss, expected, rtol=2e-2, atol=2e-2)
