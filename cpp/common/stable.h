@@ -132,6 +132,13 @@ inline std::vector<int64_t> contiguous_strides(torch::headeronly::IntHeaderOnlyA
   return strides;
 }
 
+// Rows of t viewed as a matrix [M, t.size(-1)]: the product of its leading sizes.
+inline int64_t leading_rows(const Tensor& t) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
+  return rows;
+}
+
 // A contiguous tensor of `sizes` on `like`'s device, of `like`'s dtype unless
 // given. torch's empty_strided called through the C shim: torch::stable's
 // new_empty goes through the dispatcher, a microsecond or two a call that

@@ -63,12 +63,6 @@ std::vector<int64_t> linear_output_shape(const Tensor& x, const Tensor& weight, 
   return shape;
 }
 
-int64_t leading_rows(const Tensor& t) {
-  int64_t rows = 1;
-  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
-  return rows;
-}
-
 std::vector<int64_t> grad_x_shape(const Tensor& grad, const Tensor& weight) {
   const auto sizes = grad.sizes();
   std::vector<int64_t> shape(sizes.begin(), sizes.end() - 1);

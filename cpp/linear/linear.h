@@ -47,9 +47,6 @@ std::vector<int64_t> linear_output_shape(const Tensor& x, const Tensor& weight, 
 
 inline bool has_bias(const OptTensor& bias) { return bias.has_value() && bias->defined(); }
 
-// Rows of t viewed as a matrix [M, t.size(-1)]: the product of its leading sizes.
-int64_t leading_rows(const Tensor& t);
-
 // grad_x's shape: grad's [..., out] with weight's in_features last.
 std::vector<int64_t> grad_x_shape(const Tensor& grad, const Tensor& weight);
 

@@ -10,6 +10,7 @@
 
 #include "cpp/common/cpu.h"
 #include "cpp/scale_bias_clamp/scale_bias_clamp.h"
+#include "cuda/common/with_flags.h"
 
 namespace fusedops {
 namespace {
@@ -38,22 +39,6 @@ void backward_run_impl(const BwdContext<T>& c, int64_t len, T* __restrict__ gx, 
                        const T* __restrict__ g, int64_t sg, const T* __restrict__ x, int64_t sx,
                        const T* __restrict__ bias, int64_t sb, cpu::opmath_t<T> (&lane_s)[kLanes],
                        cpu::opmath_t<T> (&lane_b)[kLanes]);
-
-// Calls f(std::bool_constant<flag>...) for the runtime flags: one
-// instantiation of f per combination.
-template <typename F>
-void with_flags(F&& f) {
-  f();
-}
-
-template <typename F, typename... Rest>
-void with_flags(F&& f, bool flag, Rest... rest) {
-  if (flag) {
-    with_flags([&](auto... later) { f(std::true_type{}, later...); }, rest...);
-  } else {
-    with_flags([&](auto... later) { f(std::false_type{}, later...); }, rest...);
-  }
-}
 
 // One element: gm = mask ? g : 0, branch-free (g loaded unconditionally, the
 // mask a pair of float compares), so the loops vectorize. Without bounds

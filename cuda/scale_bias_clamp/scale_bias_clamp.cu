@@ -11,6 +11,7 @@
 // the partials in a fixed order, so results are bitwise reproducible; no
 // atomics, and the scratch is O(blocks) (O(grid_y * cols) for a [cols] bias).
 #include "cuda/common/common.cuh"
+#include "cuda/common/with_flags.h"
 #include "cuda/scale_bias_clamp/scale_bias_clamp.h"
 
 namespace fusedops::cuda {
@@ -220,10 +221,12 @@ cudaError_t forward_t(T* out, const T* x, const T* bias, const StridedLayout<3>&
     const bool vec = aligned16(out) && aligned16(x) && (!dense || aligned16(bias));
     const int64_t v = vec ? kVec : 1;
     const unsigned grid = work_grid(std::max<int64_t>(n / v, n % v));
-    if (vec && dense) sbc_forward_flat<T, kVec, true><<<grid, kThreads, 0, stream>>>(out, x, bias, args, n);
-    if (vec && !dense) sbc_forward_flat<T, kVec, false><<<grid, kThreads, 0, stream>>>(out, x, bias, args, n);
-    if (!vec && dense) sbc_forward_flat<T, 1, true><<<grid, kThreads, 0, stream>>>(out, x, bias, args, n);
-    if (!vec && !dense) sbc_forward_flat<T, 1, false><<<grid, kThreads, 0, stream>>>(out, x, bias, args, n);
+    with_flags(
+        [&](auto vectorized, auto dense_bias) {
+          sbc_forward_flat<T, vectorized ? kVec : 1, dense_bias>
+              <<<grid, kThreads, 0, stream>>>(out, x, bias, args, n);
+        },
+        vec, dense);
   } else if (shape.path == SbcPath::Rows) {
     const int64_t rows = shape.rows, cols = shape.cols, sx = layout.strides[1][0];
     const bool vec = cols % kVec == 0 && sx % kVec == 0 && aligned16(out) && aligned16(x) &&
@@ -236,11 +239,12 @@ cudaError_t forward_t(T* out, const T* x, const T* bias, const StridedLayout<3>&
     const auto cb = static_cast<unsigned>(col_blocks);
     const dim3 grid = bands <= 65535 ? dim3(cb, unsigned(bands)) : dim3(unsigned(col_blocks * bands));
     const dim3 block(bx, by);
-    if (vec) {
-      sbc_forward_rows<T, kVec><<<grid, block, 0, stream>>>(out, x, sx, bias, args, rows, cols, cb);
-    } else {
-      sbc_forward_rows<T, 1><<<grid, block, 0, stream>>>(out, x, sx, bias, args, rows, cols, cb);
-    }
+    with_flags(
+        [&](auto vectorized) {
+          sbc_forward_rows<T, vectorized ? kVec : 1>
+              <<<grid, block, 0, stream>>>(out, x, sx, bias, args, rows, cols, cb);
+        },
+        vec);
   } else {
     sbc_forward_strided<T><<<work_grid(n), kThreads, 0, stream>>>(out, x, bias, args, layout, n);
   }
@@ -523,17 +527,14 @@ cudaError_t backward_rows_t(const SbcBackwardProblem& p, const SbcBackwardPlan& 
   const int64_t blocks = int64_t(plan.grid_x) * plan.grid_y;
   A* partial_scale = grad_scale != nullptr ? partials : nullptr;
   A* partial_bias = sh.bias_grad == SbcBiasGrad::Rows ? partials + (partial_scale ? blocks : 0) : nullptr;
-  const auto launch = [&]<int kVec>() {
-    sbc_backward_rows<T, kVec><<<grid, block, 0, stream>>>(
-        static_cast<const T*>(p.grad_out), p.layout.strides[1][0], static_cast<const T*>(p.x),
-        p.layout.strides[2][0], static_cast<const T*>(p.bias), make_args<T>(p.scalars), sh.rows, sh.cols,
-        grad_x, partial_scale, partial_bias);
-  };
-  if (plan.vectorized) {
-    launch.template operator()<kVec16<T>>();
-  } else {
-    launch.template operator()<1>();
-  }
+  with_flags(
+      [&](auto vectorized) {
+        sbc_backward_rows<T, vectorized ? kVec16<T> : 1><<<grid, block, 0, stream>>>(
+            static_cast<const T*>(p.grad_out), p.layout.strides[1][0], static_cast<const T*>(p.x),
+            p.layout.strides[2][0], static_cast<const T*>(p.bias), make_args<T>(p.scalars), sh.rows, sh.cols,
+            grad_x, partial_scale, partial_bias);
+      },
+      plan.vectorized);
   if (partial_scale != nullptr) {
     sbc_reduce_partials<T><<<1, kThreads, 0, stream>>>(partial_scale, blocks, grad_scale);
   }
@@ -564,18 +565,12 @@ cudaError_t backward_t(const SbcBackwardProblem& p, const SbcBackwardPlan& plan,
   const unsigned grid = plan.grid_x;
   if (sh.path == SbcPath::Flat) {
     const bool dense = bias != nullptr && p.layout.strides[3][0] == 1;
-    if (plan.vectorized && dense)
-      sbc_backward_flat<T, kVec, true>
-          <<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
-    if (plan.vectorized && !dense)
-      sbc_backward_flat<T, kVec, false>
-          <<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
-    if (!plan.vectorized && dense)
-      sbc_backward_flat<T, 1, true>
-          <<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
-    if (!plan.vectorized && !dense)
-      sbc_backward_flat<T, 1, false>
-          <<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
+    with_flags(
+        [&](auto vectorized, auto dense_bias) {
+          sbc_backward_flat<T, vectorized ? kVec : 1, dense_bias>
+              <<<grid, kThreads, 0, stream>>>(g, x, bias, args, n, grad_x, grad_bias_full, partials);
+        },
+        plan.vectorized, dense);
   } else {
     sbc_backward_strided<T>
         <<<grid, kThreads, 0, stream>>>(g, x, bias, args, p.layout, n, grad_x, grad_bias_full, partials);

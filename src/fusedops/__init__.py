@@ -10,7 +10,10 @@ from typing import Any
 
 from . import _loader
 
-__all__ = ["__version__", "add", "build_info", "linear", "nn", "patch", "scale_bias_clamp"]
+__all__ = [
+    "__version__", "add", "add_layer_norm", "add_rms_norm", "build_info", "layer_norm", "linear", "nn", "patch",
+    "rms_norm", "scale_bias_clamp",
+]
 
 
 def build_info() -> dict[str, Any]:
@@ -32,6 +35,10 @@ __version__: str = build_info()["version"]
 
 from . import nn  # noqa: E402
 from .ops.add import add  # noqa: E402
+from .ops.add_layer_norm import add_layer_norm  # noqa: E402
+from .ops.add_rms_norm import add_rms_norm  # noqa: E402
+from .ops.layer_norm import layer_norm  # noqa: E402
 from .ops.linear import linear  # noqa: E402
+from .ops.rms_norm import rms_norm  # noqa: E402
 from .ops.scale_bias_clamp import scale_bias_clamp  # noqa: E402
 from .patching import patch  # noqa: E402

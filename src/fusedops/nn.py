@@ -6,10 +6,12 @@ from collections.abc import Sequence
 
 import torch
 
+from .ops.layer_norm import layer_norm
 from .ops.linear import ACTIVATIONS, linear
+from .ops.rms_norm import rms_norm
 from .ops.scale_bias_clamp import scale_bias_clamp
 
-__all__ = ["Linear", "ScaleBiasClamp"]
+__all__ = ["LayerNorm", "Linear", "RMSNorm", "ScaleBiasClamp"]
 
 class Linear(torch.nn.Linear):
     """clamp(act(x @ weight.T + bias), min, max) as one fused op.
@@ -119,3 +121,111 @@ class ScaleBiasClamp(torch.nn.Module):
     def extra_repr(self) -> str:
         return (f"shape={self.shape}, min={self.min}, max={self.max}, "
                 f"learnable_scale={self.learnable_scale}")
+
+
+def _last_dim(module: str, normalized_shape: int | Sequence[int]) -> tuple[int]:
+    """normalized_shape as a 1-tuple: the fused norms normalize over the last dim only."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if len(shape) != 1:
+        raise ValueError(f"fusedops.nn.{module}: normalizes over the last dimension only: normalized_shape must be "
+                         f"an int or of length 1, got {shape}")
+    return shape
+
+
+class RMSNorm(torch.nn.Module):
+    """x * rsqrt(mean(x^2, -1) + eps) * (offset + weight) as one fused op
+    (fusedops.rms_norm).
+
+    Its state is one `weight` [dim] (none without elementwise_affine), so the
+    state dicts of torch.nn.RMSNorm and HF's LlamaRMSNorm load both ways.
+    `weight` starts at 1 - offset, which makes the scale 1: ones as torch's and
+    Llama's do, zeros with offset=1.0 as Gemma's GemmaRMSNorm does. eps=None
+    means torch.finfo(x.dtype).eps, as in torch.nn.RMSNorm; `variance_epsilon`
+    (HF's name) is eps too.
+    """
+
+    def __init__(self, dim: int | Sequence[int], eps: float | None = 1e-6, *, offset: float = 0.0,
+                 elementwise_affine: bool = True, device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        self.normalized_shape = _last_dim("RMSNorm", dim)
+        self.eps = eps
+        self.offset = float(offset)
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = torch.nn.Parameter(torch.empty(self.normalized_shape, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    @classmethod
+    def from_rms_norm(cls, module: torch.nn.Module, *, offset: float = 0.0) -> RMSNorm:
+        """A fusedops RMSNorm sharing `module`'s weight (no copy): a torch.nn.RMSNorm,
+        or any module with a 1-D `weight` and `eps` or `variance_epsilon` (HF's
+        LlamaRMSNorm and its copies; offset=1.0 for Gemma's)."""
+        weight = getattr(module, "weight", None)
+        eps = getattr(module, "eps", getattr(module, "variance_epsilon", None))
+        if weight is None or weight.dim() != 1:
+            raise TypeError(f"fusedops.nn.RMSNorm.from_rms_norm: expected a module with a 1-D weight, got "
+                            f"{type(module).__name__}")
+        new = cls.__new__(cls)
+        torch.nn.Module.__init__(new)
+        new.normalized_shape = (weight.shape[0],)
+        new.eps = eps
+        new.offset = float(offset)
+        new.elementwise_affine = True
+        new.weight = weight
+        new.train(module.training)
+        return new
+
+    @property
+    def variance_epsilon(self) -> float | None:
+        return self.eps
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            with torch.no_grad():
+                self.weight.fill_(1.0 - self.offset)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
+        return rms_norm(x, self.weight, eps, offset=self.offset)
+
+    def extra_repr(self) -> str:
+        text = f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        return text + (f", offset={self.offset}" if self.offset else "")
+
+
+class LayerNorm(torch.nn.LayerNorm):
+    """F.layer_norm over the last dim as one fused op (fusedops.layer_norm).
+
+    A torch.nn.LayerNorm subclass with the same parameters (weight and bias
+    [dim], either may be absent), so state dicts load both ways;
+    normalized_shape must be one dimension. `from_layer_norm` converts a
+    torch.nn.LayerNorm, sharing its parameters.
+    """
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> None:
+        super().__init__(_last_dim("LayerNorm", normalized_shape), eps, elementwise_affine, bias,
+                         device=device, dtype=dtype)
+
+    @classmethod
+    def from_layer_norm(cls, module: torch.nn.LayerNorm) -> LayerNorm:
+        """A fusedops LayerNorm sharing `module`'s parameters (no copy)."""
+        if not isinstance(module, torch.nn.LayerNorm):
+            raise TypeError(f"fusedops.nn.LayerNorm.from_layer_norm: expected a torch.nn.LayerNorm, got "
+                            f"{type(module).__name__}")
+        new = cls.__new__(cls)
+        torch.nn.Module.__init__(new)
+        new.normalized_shape = _last_dim("LayerNorm", module.normalized_shape)
+        new.eps = module.eps
+        new.elementwise_affine = module.elementwise_affine
+        new.weight = module.weight
+        new.bias = module.bias
+        new.train(module.training)
+        return new
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return layer_norm(x, self.weight, self.bias, self.eps)

@@ -1,0 +1,482 @@
+// rms_norm and layer_norm (and their add_ variants) on CUDA: a group of whole
+// warps per row, blockDim.y rows a block. Rows up to kRowCapacity elements are
+// held in registers (kHeld elements a thread), read once; longer rows are
+// streamed through global memory (read again from L2). Vector accesses of 16
+// bytes of x where every pointer and the row length allow, one element
+// otherwise. Every sum is in a fixed order (cuda/common/reduce.cuh): the
+// same inputs give the same bits every call.
+//
+// Backward: each block walks a fixed set of rows and keeps its rows' weight
+// and bias gradient terms per column (registers, or its own row of the
+// partial buffer when streaming); then it adds its row groups in order into
+// partial[blockIdx.x, :], and column_sums_kernel adds the blocks in order.
+#include <initializer_list>
+
+#include "cuda/common/reduce.cuh"
+#include "cuda/norm/norm.h"
+
+namespace fusedops::cuda {
+namespace {
+
+constexpr int kHeld = 16;           // elements of a row a thread holds
+constexpr int kBlockThreads = 512;  // threads of a block: row groups of blockDim.x
+constexpr int64_t kRowCapacity = int64_t(kHeld) * kBlockThreads;
+constexpr int kMaxGroups = kBlockThreads / 32;
+
+__device__ __forceinline__ float inv_sqrt(float v) { return rsqrtf(v); }
+__device__ __forceinline__ double inv_sqrt(double v) { return rsqrt(v); }
+
+template <int kVec, typename T, typename A>
+__device__ __forceinline__ void load(const T* __restrict__ p, int64_t i, A (&v)[kVec]) {
+  const Vec<T, kVec> x = *reinterpret_cast<const Vec<T, kVec>*>(p + i);
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) v[e] = to_opmath(x.v[e]);
+}
+
+template <int kVec, typename T, typename A>
+__device__ __forceinline__ void store(T* __restrict__ p, int64_t i, const A (&v)[kVec]) {
+  Vec<T, kVec> x;
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) x.v[e] = from_opmath<T>(v[e]);
+  *reinterpret_cast<Vec<T, kVec>*>(p + i) = x;
+}
+
+// The typed pointers of NormForwardArgs.
+template <typename T, typename W>
+struct Forward {
+  using A = opmath_t<T>;
+  using O = norm_out_t<T, W>;
+  const T* x;
+  const T* residual;
+  const W* weight;
+  const W* bias;
+  O* out;
+  T* summed;
+  A* mean;
+  A* rstd;
+  int64_t rows, cols;
+  A eps, offset;
+
+  __device__ explicit Forward(const NormForwardArgs& a)
+      : x(static_cast<const T*>(a.x)),
+        residual(static_cast<const T*>(a.residual)),
+        weight(static_cast<const W*>(a.weight)),
+        bias(static_cast<const W*>(a.bias)),
+        out(static_cast<O*>(a.out)),
+        summed(static_cast<T*>(a.summed)),
+        mean(static_cast<A*>(a.mean)),
+        rstd(static_cast<A*>(a.rstd)),
+        rows(a.rows),
+        cols(a.cols),
+        eps(static_cast<A>(a.eps)),
+        offset(static_cast<A>(a.offset)) {}
+
+  // v = x[i, i + kVec) (+ residual, rounded to T and stored in summed).
+  template <int kVec>
+  __device__ __forceinline__ void input(int64_t i, A (&v)[kVec]) const {
+    load<kVec>(x, i, v);
+    if (residual == nullptr) return;
+    A r[kVec];
+    load<kVec>(residual, i, r);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) v[e] = to_opmath(from_opmath<T>(v[e] + r[e]));
+    store<kVec>(summed, i, v);
+  }
+
+  // out[i, i + kVec) from v; c: the column of i.
+  template <int kVec>
+  __device__ __forceinline__ void output(int64_t i, int64_t c, const A (&v)[kVec], A mu, A rs) const {
+    A y[kVec], w[kVec], b[kVec];
+    if (weight != nullptr) load<kVec>(weight, c, w);
+    if (bias != nullptr) load<kVec>(bias, c, b);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      y[e] = (v[e] - mu) * rs;
+      if (weight != nullptr) y[e] *= offset + w[e];
+      if (bias != nullptr) y[e] += b[e];
+    }
+    store<kVec>(out, i, y);
+  }
+
+  // layer_norm's pivot: the row's first value (summed, for the add_ ops).
+  // The mean is pivot + mean(v - pivot): a sum of terms of the row's spread,
+  // not of its magnitude, which keeps a large mean exact.
+  __device__ __forceinline__ A pivot(int64_t row) const {
+    const int64_t i = row * cols;
+    if (residual == nullptr) return to_opmath(x[i]);
+    return to_opmath(from_opmath<T>(to_opmath(x[i]) + to_opmath(residual[i])));
+  }
+
+  __device__ __forceinline__ void stats(int64_t row, A mu, A rs) const {
+    if (threadIdx.x != 0 || row >= rows) return;
+    if (mean != nullptr) mean[row] = mu;
+    rstd[row] = rs;
+  }
+};
+
+// Row `row` of f (every thread of the block runs the loop the same number of
+// times: the reductions synchronize the block; a group past the last row
+// joins the reductions with zeros and writes nothing).
+template <typename T, typename W, bool kCenter, int kVec>
+__global__ void __launch_bounds__(kBlockThreads) forward_held_kernel(NormForwardArgs args) {
+  using A = opmath_t<T>;
+  constexpr int kIters = kHeld / kVec;
+  __shared__ A smem[kMaxGroups * 33];
+  const Forward<T, W> f(args);
+  for (int64_t first = int64_t(blockIdx.x) * blockDim.y; first < f.rows;
+       first += int64_t(gridDim.x) * blockDim.y) {
+    const int64_t row = first + threadIdx.y;
+    const bool active = row < f.rows;
+    const A shift = kCenter && active ? f.pivot(row) : A(0);
+    A v[kIters][kVec];
+    A sum = 0;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * kVec;
+      if (!active || c >= f.cols) continue;
+      f.template input<kVec>(row * f.cols + c, v[i]);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) sum += v[i][e] - shift;
+    }
+    A mu = 0;
+    if constexpr (kCenter) mu = shift + group_allreduce(sum, smem) / A(f.cols);
+    A squares = 0;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * kVec;
+      if (!active || c >= f.cols) continue;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) squares += (v[i][e] - mu) * (v[i][e] - mu);
+    }
+    const A rs = inv_sqrt(group_allreduce(squares, smem) / A(f.cols) + f.eps);
+    f.stats(row, mu, rs);
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * kVec;
+      if (active && c < f.cols) f.template output<kVec>(row * f.cols + c, c, v[i], mu, rs);
+    }
+  }
+}
+
+// A row longer than kRowCapacity: one row a block, x (or summed) read again
+// for each pass.
+template <typename T, typename W, bool kCenter, int kVec>
+__global__ void __launch_bounds__(kBlockThreads) forward_streamed_kernel(NormForwardArgs args) {
+  using A = opmath_t<T>;
+  __shared__ A smem[33];
+  const Forward<T, W> f(args);
+  const T* source = f.residual != nullptr ? f.summed : f.x;  // summed: written by this same thread
+  const int64_t step = int64_t(blockDim.x) * kVec;
+  for (int64_t row = blockIdx.x; row < f.rows; row += gridDim.x) {
+    const int64_t base = row * f.cols;
+    const A shift = kCenter ? f.pivot(row) : A(0);
+    A sum = 0;
+    for (int64_t c = int64_t(threadIdx.x) * kVec; c < f.cols; c += step) {
+      A v[kVec];
+      f.template input<kVec>(base + c, v);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) sum += v[e] - shift;
+    }
+    A mu = 0;
+    if constexpr (kCenter) mu = shift + group_allreduce(sum, smem) / A(f.cols);
+    A squares = 0;
+    for (int64_t c = int64_t(threadIdx.x) * kVec; c < f.cols; c += step) {
+      A v[kVec];
+      load<kVec>(source, base + c, v);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) squares += (v[e] - mu) * (v[e] - mu);
+    }
+    const A rs = inv_sqrt(group_allreduce(squares, smem) / A(f.cols) + f.eps);
+    f.stats(row, mu, rs);
+    for (int64_t c = int64_t(threadIdx.x) * kVec; c < f.cols; c += step) {
+      A v[kVec];
+      load<kVec>(source, base + c, v);
+      f.template output<kVec>(base + c, c, v, mu, rs);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- backward ---
+
+// The typed pointers of NormBackwardArgs.
+template <typename T, typename W>
+struct Backward {
+  using A = opmath_t<T>;
+  using O = norm_out_t<T, W>;
+  const O* grad;
+  const T* x;
+  const W* weight;
+  const A* mean;
+  const A* rstd;
+  const T* grad_summed;
+  T* grad_x;
+  A* partial_weight;
+  A* partial_bias;
+  int64_t rows, cols;
+  A offset;
+
+  __device__ explicit Backward(const NormBackwardArgs& a)
+      : grad(static_cast<const O*>(a.grad)),
+        x(static_cast<const T*>(a.x)),
+        weight(static_cast<const W*>(a.weight)),
+        mean(static_cast<const A*>(a.mean)),
+        rstd(static_cast<const A*>(a.rstd)),
+        grad_summed(static_cast<const T*>(a.grad_summed)),
+        grad_x(static_cast<T*>(a.grad_x)),
+        partial_weight(static_cast<A*>(a.partial_weight)),
+        partial_bias(static_cast<A*>(a.partial_bias)),
+        rows(a.rows),
+        cols(a.cols),
+        offset(static_cast<A>(a.offset)) {}
+
+  // xhat, g = grad and gw = grad * (offset + weight) at [i, i + kVec); c: the column of i.
+  template <int kVec>
+  __device__ __forceinline__ void terms(int64_t i, int64_t c, A mu, A rs, A (&xhat)[kVec], A (&g)[kVec],
+                                        A (&gw)[kVec]) const {
+    load<kVec>(x, i, xhat);
+    load<kVec>(grad, i, g);
+    A w[kVec];
+    if (weight != nullptr) load<kVec>(weight, c, w);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      xhat[e] = (xhat[e] - mu) * rs;
+      gw[e] = weight != nullptr ? g[e] * (offset + w[e]) : g[e];
+    }
+  }
+
+  // grad_x[i, i + kVec) = rs * (gw - mean(gw) - xhat * mean(gw * xhat)) (+ grad_summed).
+  template <int kVec>
+  __device__ __forceinline__ void input_grad(int64_t i, A rs, A mean_gw, A mean_gwx, const A (&xhat)[kVec],
+                                             const A (&gw)[kVec]) const {
+    A dx[kVec], extra[kVec];
+    if (grad_summed != nullptr) load<kVec>(grad_summed, i, extra);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      dx[e] = rs * (gw[e] - mean_gw - xhat[e] * mean_gwx);
+      if (grad_summed != nullptr) dx[e] += extra[e];
+    }
+    store<kVec>(grad_x, i, dx);
+  }
+};
+
+// The block's per-column sums `held` (one set per row group) added over its
+// groups in order into partial[blockIdx.x, :]. smem: kBlockThreads * kVec values.
+template <int kVec, int kIters, typename A>
+__device__ void write_partial(A* __restrict__ partial, int64_t cols, const A (&held)[kIters][kVec], A* smem) {
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) smem[(threadIdx.y * blockDim.x + threadIdx.x) * kVec + e] = held[i][e];
+    __syncthreads();
+    // Thread tid takes column c0 + tid of this iteration's blockDim.x * kVec.
+    const int64_t c0 = int64_t(i) * blockDim.x * kVec;
+    for (int k = tid; k < int(blockDim.x) * kVec; k += blockDim.x * blockDim.y) {
+      if (c0 + k >= cols) break;
+      A total = 0;
+      for (int y = 0; y < int(blockDim.y); ++y) total += smem[y * blockDim.x * kVec + k];
+      partial[int64_t(blockIdx.x) * cols + c0 + k] = total;
+    }
+  }
+}
+
+template <typename T, typename W, bool kCenter, int kVec>
+__global__ void __launch_bounds__(kBlockThreads, 1) backward_held_kernel(NormBackwardArgs args) {
+  using A = opmath_t<T>;
+  constexpr int kIters = kHeld / kVec;
+  __shared__ A smem[kMaxGroups * 33];
+  __shared__ A sums[kBlockThreads * kVec];
+  const Backward<T, W> b(args);
+  A dw[kIters][kVec] = {}, db[kIters][kVec] = {};
+  for (int64_t first = int64_t(blockIdx.x) * blockDim.y; first < b.rows;
+       first += int64_t(gridDim.x) * blockDim.y) {
+    const int64_t row = first + threadIdx.y;
+    const bool active = row < b.rows;
+    const A mu = kCenter && active ? b.mean[row] : A(0);
+    const A rs = active ? b.rstd[row] : A(0);
+    A xhat[kIters][kVec], gw[kIters][kVec];
+    A sum_gw = 0, sum_gwx = 0;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * kVec;
+      if (!active || c >= b.cols) continue;
+      A g[kVec];
+      b.template terms<kVec>(row * b.cols + c, c, mu, rs, xhat[i], g, gw[i]);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        sum_gw += gw[i][e];
+        sum_gwx += gw[i][e] * xhat[i][e];
+        dw[i][e] += g[e] * xhat[i][e];
+        db[i][e] += g[e];
+      }
+    }
+    const A mean_gwx = group_allreduce(sum_gwx, smem) / A(b.cols);
+    A mean_gw = 0;
+    if constexpr (kCenter) mean_gw = group_allreduce(sum_gw, smem) / A(b.cols);
+    if (b.grad_x == nullptr) continue;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * kVec;
+      if (active && c < b.cols)
+        b.template input_grad<kVec>(row * b.cols + c, rs, mean_gw, mean_gwx, xhat[i], gw[i]);
+    }
+  }
+  if (b.partial_weight != nullptr) write_partial<kVec>(b.partial_weight, b.cols, dw, sums);
+  if (b.partial_bias != nullptr) write_partial<kVec>(b.partial_bias, b.cols, db, sums);
+}
+
+// A row longer than kRowCapacity: one row group a block; its column sums go
+// straight to its own row of the partial buffers (each element is only ever
+// touched by one thread).
+template <typename T, typename W, bool kCenter, int kVec>
+__global__ void __launch_bounds__(kBlockThreads) backward_streamed_kernel(NormBackwardArgs args) {
+  using A = opmath_t<T>;
+  __shared__ A smem[33];
+  const Backward<T, W> b(args);
+  const int64_t step = int64_t(blockDim.x) * kVec;
+  A* pw = b.partial_weight != nullptr ? b.partial_weight + int64_t(blockIdx.x) * b.cols : nullptr;
+  A* pb = b.partial_bias != nullptr ? b.partial_bias + int64_t(blockIdx.x) * b.cols : nullptr;
+  for (int64_t c = int64_t(threadIdx.x) * kVec; c < b.cols; c += step) {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      if (pw != nullptr) pw[c + e] = 0;
+      if (pb != nullptr) pb[c + e] = 0;
+    }
+  }
+  for (int64_t row = blockIdx.x; row < b.rows; row += gridDim.x) {
+    const int64_t base = row * b.cols;
+    const A mu = kCenter ? b.mean[row] : A(0);
+    const A rs = b.rstd[row];
+    A sum_gw = 0, sum_gwx = 0;
+    for (int64_t c = int64_t(threadIdx.x) * kVec; c < b.cols; c += step) {
+      A xhat[kVec], g[kVec], gw[kVec];
+      b.template terms<kVec>(base + c, c, mu, rs, xhat, g, gw);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        sum_gw += gw[e];
+        sum_gwx += gw[e] * xhat[e];
+        if (pw != nullptr) pw[c + e] += g[e] * xhat[e];
+        if (pb != nullptr) pb[c + e] += g[e];
+      }
+    }
+    const A mean_gwx = group_allreduce(sum_gwx, smem) / A(b.cols);
+    A mean_gw = 0;
+    if constexpr (kCenter) mean_gw = group_allreduce(sum_gw, smem) / A(b.cols);
+    if (b.grad_x == nullptr) continue;
+    for (int64_t c = int64_t(threadIdx.x) * kVec; c < b.cols; c += step) {
+      A xhat[kVec], g[kVec], gw[kVec];
+      b.template terms<kVec>(base + c, c, mu, rs, xhat, g, gw);
+      b.template input_grad<kVec>(base + c, rs, mean_gw, mean_gwx, xhat, gw);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ launch ---
+
+// Threads a row takes: enough for kHeld elements each (whole warps), or a
+// whole block for a streamed row.
+int row_threads(int64_t cols) {
+  if (cols > kRowCapacity) return kBlockThreads;
+  const int64_t threads = (cols + kHeld - 1) / kHeld;
+  return static_cast<int>(std::clamp<int64_t>((threads + 31) / 32 * 32, 32, kBlockThreads));
+}
+
+dim3 block_shape(int64_t cols) {
+  const int x = row_threads(cols);
+  return dim3(x, kBlockThreads / x);
+}
+
+bool aligned(const void* p, int bytes) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Whether every row of every operand starts 16-byte aligned for x's vectors
+// (the other operands' vectors of kVec elements aligned to their size).
+template <typename T, typename W>
+bool vectorizable(int64_t cols, std::initializer_list<const void*> ts, std::initializer_list<const void*> ws,
+                  std::initializer_list<const void*> os) {
+  constexpr int kVec = kVec16<T>;
+  if (cols % kVec != 0) return false;
+  for (const void* p : ts)
+    if (!aligned(p, kVec * sizeof(T))) return false;
+  for (const void* p : ws)
+    if (!aligned(p, kVec * sizeof(W))) return false;
+  for (const void* p : os)
+    if (!aligned(p, kVec * sizeof(norm_out_t<T, W>))) return false;
+  return true;
+}
+
+// Runs body.template operator()<T, W>() for the arguments' dtypes.
+template <typename Body>
+cudaError_t dispatch_types(DType dtype, bool wide_params, Body&& body) {
+  return dispatch_dtype(dtype, [&]<typename T>() {
+    if constexpr (sizeof(T) == 2) {
+      if (wide_params) return body.template operator()<T, float>();
+    }
+    return body.template operator()<T, T>();
+  });
+}
+
+// kernel<kCenter, kVec> for the args' flags, kVec 16 bytes of x or 1.
+template <typename Body>
+cudaError_t with_shape(bool center, bool vec, Body&& body) {
+  const auto with_center = [&]<bool kCenter>() {
+    return vec ? body.template operator()<kCenter, true>() : body.template operator()<kCenter, false>();
+  };
+  return center ? with_center.template operator()<true>() : with_center.template operator()<false>();
+}
+
+unsigned grid_of(int64_t blocks) { return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 0x7fffffff)); }
+
+}  // namespace
+
+cudaError_t launch_norm_forward(const NormForwardArgs& a, cudaStream_t stream) {
+  if (a.rows == 0 || a.cols == 0) return cudaSuccess;
+  return dispatch_types(a.dtype, a.wide_params, [&]<typename T, typename W>() {
+    const bool vec = vectorizable<T, W>(a.cols, {a.x, a.residual, a.summed}, {a.weight, a.bias}, {a.out});
+    return with_shape(a.center, vec, [&]<bool kCenter, bool kVector>() {
+      constexpr int kVec = kVector ? kVec16<T> : 1;
+      if (a.cols > kRowCapacity) {
+        forward_streamed_kernel<T, W, kCenter, kVec><<<grid_of(a.rows), kBlockThreads, 0, stream>>>(a);
+      } else {
+        const dim3 block = block_shape(a.cols);
+        forward_held_kernel<T, W, kCenter, kVec>
+            <<<grid_of((a.rows + block.y - 1) / block.y), block, 0, stream>>>(a);
+      }
+      return cudaGetLastError();
+    });
+  });
+}
+
+int64_t norm_backward_blocks(int64_t rows, int64_t cols, const DeviceInfo& device) {
+  const int64_t groups = cols > kRowCapacity ? 1 : kBlockThreads / row_threads(cols);
+  return std::min<int64_t>((rows + groups - 1) / groups, int64_t(device.sm_count) * 2);
+}
+
+cudaError_t launch_norm_backward(const NormBackwardArgs& a, cudaStream_t stream) {
+  if (a.rows == 0 || a.cols == 0) return cudaSuccess;
+  return dispatch_types(a.dtype, a.wide_params, [&]<typename T, typename W>() {
+    using A = opmath_t<T>;
+    const bool vec = vectorizable<T, W>(a.cols, {a.x, a.grad_summed, a.grad_x}, {a.weight}, {a.grad});
+    cudaError_t error = with_shape(a.center, vec, [&]<bool kCenter, bool kVector>() {
+      constexpr int kVec = kVector ? kVec16<T> : 1;
+      const unsigned grid = grid_of(a.blocks);
+      if (a.cols > kRowCapacity) {
+        backward_streamed_kernel<T, W, kCenter, kVec><<<grid, kBlockThreads, 0, stream>>>(a);
+      } else {
+        backward_held_kernel<T, W, kCenter, kVec><<<grid, block_shape(a.cols), 0, stream>>>(a);
+      }
+      return cudaGetLastError();
+    });
+    if (error == cudaSuccess && a.grad_weight != nullptr) {
+      error = launch_column_sums(static_cast<const A*>(a.partial_weight), a.blocks, a.cols,
+                                 static_cast<W*>(a.grad_weight), stream);
+    }
+    if (error == cudaSuccess && a.grad_bias != nullptr) {
+      error = launch_column_sums(static_cast<const A*>(a.partial_bias), a.blocks, a.cols,
+                                 static_cast<W*>(a.grad_bias), stream);
+    }
+    return error;
+  });
+}
+
+}  // namespace fusedops::cuda

@@ -1,0 +1,100 @@
+"""fusedops.add_layer_norm: shape functions, autograd and the public function.
+Its backward is layer_norm's (_layer_norm_backward on summed) with the
+gradient of summed added to x's.
+
+Kernels: cpp/norm/ and cuda/norm/ (the ops are listed in cpp/norm/norm.h).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _autograd, _checks
+from . import _norm, layer_norm
+
+_add_layer_norm = _autograd.direct(torch.ops.fusedops.add_layer_norm.default, "add_layer_norm")
+_add_layer_norm_nograd = _autograd.direct(torch.ops.fusedops._add_layer_norm_nograd.default)
+_add_layer_norm_forward = _autograd.direct(torch.ops.fusedops._add_layer_norm_forward.default)
+CPP_AUTOGRAD = _autograd.cpp("add_layer_norm")
+
+
+def add_layer_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None = None,
+                   bias: torch.Tensor | None = None, eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+    """(layer_norm(x + residual, weight, bias, eps), x + residual) in one pass.
+
+    residual: x's shape and dtype; the sum is rounded to x's dtype, then
+    normalized (as the two ops would do). Gradients reach x and residual
+    through both outputs. See fusedops.layer_norm for weight and bias.
+    """
+    try:
+        if CPP_AUTOGRAD:
+            return _add_layer_norm(x, residual, weight, bias, eps)
+        if _checks.needs_autograd("add_layer_norm", x, residual, weight, bias):
+            return _AddLayerNorm.apply(x, residual, weight, bias, eps)
+        return _add_layer_norm_nograd(x, residual, weight, bias, eps)
+    except RuntimeError as error:
+        _autograd.raise_out_of_memory(error)
+
+
+def check_case(randn):
+    """`python -m fusedops check`'s case: (inputs of odd sizes, options, a
+    PyTorch reference, the clamp bounds)."""
+    def reference(x, residual, weight, bias):
+        s = x + residual
+        return torch.nn.functional.layer_norm(s, s.shape[-1:], weight, bias, 1e-5), s
+
+    return ({"x": randn(3, 31, 257), "residual": randn(3, 31, 257), "weight": randn(257), "bias": randn(257)},
+            {}, reference, ())
+
+
+def _fake(x, residual, weight=None, bias=None, eps=1e-5):
+    out, summed, _, _ = _norm.fake_forward("add_layer_norm", x, residual, weight, bias, center=True)
+    return out, summed
+
+
+def _forward_fake(x, residual, weight, bias, eps):
+    return _norm.fake_forward("add_layer_norm", x, residual, weight, bias, center=True)
+
+
+torch.library.register_fake("fusedops::add_layer_norm")(_fake)
+torch.library.register_fake("fusedops::_add_layer_norm_nograd")(_fake)
+torch.library.register_fake("fusedops::_add_layer_norm_forward")(_forward_fake)
+
+
+# ---- autograd -----------------------------------------------------------------------------
+
+
+def _setup(ctx, inputs, output, saved):
+    _, residual, weight, bias, _ = inputs
+    _norm.set_needs_grad(ctx, 2, (weight, bias))
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(output[1], weight, *saved)
+
+
+def _backward(ctx, grad, grad_summed):
+    grad_x, grad_weight, grad_bias = layer_norm.grads(ctx, grad, grad_summed, ctx.saved_tensors)
+    return grad_x, grad_x, grad_weight, grad_bias, None
+
+
+_AddLayerNorm = _autograd.function("_AddLayerNorm", _add_layer_norm_forward, _setup, _backward, outputs=2)
+
+
+# torch.ops.fusedops.add_layer_norm's autograd (opcheck, direct torch.ops
+# callers): the op returns (out, summed), so the backward recomputes mean and rstd.
+def _setup_op(ctx, inputs, output):
+    _, residual, weight, bias, eps = inputs
+    _norm.set_needs_grad(ctx, 2, (weight, bias))
+    ctx.eps = eps
+    ctx.save_for_backward(output[1], weight, bias)
+
+
+def _backward_op(ctx, grad, grad_summed):
+    summed, weight, bias = ctx.saved_tensors
+    with torch.no_grad():
+        _, mean, rstd = layer_norm._layer_norm_forward(summed, weight, bias, ctx.eps)
+    grad_x, grad_weight, grad_bias = layer_norm.grads(ctx, grad, grad_summed, (summed, weight, mean, rstd))
+    return grad_x, grad_x, grad_weight, grad_bias, None
+
+
+if not CPP_AUTOGRAD:  # else accel/norm/ registered it
+    torch.library.register_autograd("fusedops::add_layer_norm", _backward_op, setup_context=_setup_op)
