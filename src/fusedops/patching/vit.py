@@ -27,26 +27,32 @@ GELUS = {"none": "gelu", "tanh": "gelu_tanh"}
 
 def patch(model: torch.nn.Module, enabled: dict[str, bool], counts: dict[str, int]) -> None:
     for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if enabled["norm"] and type(child) in (torch.nn.LayerNorm, TimmLayerNorm) and len(
-                    child.normalized_shape) == 1:
-                setattr(parent, name, layer_norm(child))
-                counts["LayerNorm"] += 1
-        if enabled["linear"] and type(parent) is Mlp and type(parent.fc1) is torch.nn.Linear and type(
-                parent.act) is torch.nn.GELU:
-            parent.fc1 = fusedops.nn.Linear.from_linear(parent.fc1, activation=GELUS[parent.act.approximate])
-            parent.act = torch.nn.Identity()
-            counts["Linear+GELU"] += 1
+        if enabled["norm"]:
+            counts["LayerNorm"] += swap_layer_norms(parent)
+        if enabled["linear"]:
+            counts["Linear+GELU"] += fuse_gelu(parent)
         if enabled["norm"] and type(parent) is Block and isinstance(parent.norm2, fusedops.nn.LayerNorm):
             counts["add+LayerNorm"] += set_forward(parent, block_forward)
 
 
-def layer_norm(norm: torch.nn.LayerNorm) -> fusedops.nn.LayerNorm:
-    """A fusedops.nn.LayerNorm with `norm`'s configuration and parameters (shared)."""
-    new = fusedops.nn.LayerNorm(norm.normalized_shape, eps=norm.eps, elementwise_affine=norm.elementwise_affine,
-                                bias=norm.bias is not None, device="meta")
-    new.weight, new.bias = norm.weight, norm.bias
-    return new.train(norm.training)
+def swap_layer_norms(parent: torch.nn.Module) -> int:
+    """parent's LayerNorm children (torch's or timm's, over the last dim) as
+    fusedops.nn.LayerNorms holding their parameters; how many."""
+    swapped = 0
+    for name, child in list(parent.named_children()):
+        if type(child) in (torch.nn.LayerNorm, TimmLayerNorm) and len(child.normalized_shape) == 1:
+            setattr(parent, name, fusedops.nn.LayerNorm.from_layer_norm(child))
+            swapped += 1
+    return swapped
+
+
+def fuse_gelu(mlp: torch.nn.Module) -> int:
+    """A timm Mlp's fc1 and GELU as one fusedops.nn.Linear: 1, else 0."""
+    if type(mlp) is not Mlp or type(mlp.fc1) is not torch.nn.Linear or type(mlp.act) is not torch.nn.GELU:
+        return 0
+    mlp.fc1 = fusedops.nn.Linear.from_linear(mlp.fc1, activation=GELUS[mlp.act.approximate])
+    mlp.act = torch.nn.Identity()
+    return 1
 
 
 def block_forward(block: Block, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
