@@ -215,11 +215,11 @@ class _LoggingMode(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-# Each public op's first sample.
-FIRST_SAMPLES = {op: next(s for s in SAMPLES if s.op == op) for op in PUBLIC_OPS}
+# Each op's first sample (test_every_op.py fails for a public op without samples).
+FIRST_SAMPLES = {s.op: s for s in reversed(SAMPLES)}
 
 
-@pytest.mark.parametrize("op", PUBLIC_OPS)
+@pytest.mark.parametrize("op", sorted(FIRST_SAMPLES))
 def test_c_entries_hand_subclasses_and_modes_to_the_op(op):
     """A tensor subclass's __torch_function__ and a TorchFunctionMode see the op,
     as they do with OpOverload._op (the Python path calls the ops' no-grad twins

@@ -33,7 +33,8 @@ def _arguments(schema):
     """Some value of the right type for each argument (the stand-in must not
     look at them): (positional, keyword)."""
     values = {"Tensor": torch.randn(2), "Optional[Tensor]": None, "float": 1.0, "Optional[float]": None,
-              "Optional[str]": None, "List[bool]": [True, True, True], "int": 0}
+              "Optional[str]": None, "List[bool]": [True, True, True], "int": 0, "str": "mean",
+              "ScalarType": torch.float32}
     args = [values[str(arg.type)] for arg in schema.arguments if not arg.kwarg_only]
     kwargs = {arg.name: values[str(arg.type)] for arg in schema.arguments if arg.kwarg_only}
     return args, kwargs

@@ -61,7 +61,7 @@ __attribute__((visibility("default"))) const char* fusedops_accel_activate() {
   }
 }
 
-// torch.backends.cuda.matmul's flags now, packed as cpp/linear/linear.h's
+// torch.backends.cuda.matmul's flags now, packed as cpp/common/cublas_math.h's
 // CublasMath reads them: the stable library asks for them through this
 // function (the stable ABI cannot read them), so linear follows them as
 // F.linear does, on every path into the op.

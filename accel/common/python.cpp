@@ -27,6 +27,7 @@ const Python* python() {
                      find(py.float_value, "PyFloat_AsDouble") && find(py.int_value, "PyLong_AsDouble") &&
                      find(py.utf8, "PyUnicode_AsUTF8AndSize") && find(py.error_occurred, "PyErr_Occurred") &&
                      find(py.clear_error, "PyErr_Clear") && find(py.none, "_Py_NoneStruct") &&
+                     find(py.true_, "_Py_TrueStruct") && find(py.false_, "_Py_FalseStruct") &&
                      find(py.float_type, "PyFloat_Type") && find(py.int_type, "PyLong_Type") &&
                      find(py.str_type, "PyUnicode_Type");
     return all ? &py : nullptr;
@@ -70,11 +71,27 @@ bool number(PyObject* o, double& out) {
   return true;
 }
 
+bool integer(PyObject* o, int64_t& out) {
+  constexpr double kExact = 9007199254740992.0;  // 2^53
+  double value = 0;
+  if (Py_TYPE(o) != python()->int_type || !number(o, value) || !(value >= -kExact && value <= kExact))
+    return false;
+  out = static_cast<int64_t>(value);
+  return true;
+}
+
 bool optional_number(PyObject* o, std::optional<double>& out) {
   if (o == python()->none) return true;
   double value = 0;
   if (!number(o, value)) return false;
   out = value;
+  return true;
+}
+
+bool boolean(PyObject* o, bool& out) {
+  const Python& py = *python();
+  if (o != py.true_ && o != py.false_) return false;  // 0, 1, numpy bools, ...: the fallback's rules
+  out = o == py.true_;
   return true;
 }
 

@@ -28,6 +28,8 @@
 #include <Python.h>
 
 #include <exception>
+#include <tuple>
+#include <type_traits>
 
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <torch/csrc/Export.h>
@@ -63,7 +65,7 @@ struct Python {
   const char* (*utf8)(PyObject*, Py_ssize_t*);
   PyObject* (*error_occurred)();
   void (*clear_error)();
-  PyObject* none;
+  PyObject *none, *true_, *false_;
   PyTypeObject *float_type, *int_type, *str_type;
 };
 
@@ -93,21 +95,46 @@ inline bool plain_tensors(std::initializer_list<PyObject*> args) {
 bool optional_tensor(PyObject* o, OptTensor& out);
 bool optional_string(PyObject* o, std::optional<c10::string_view>& out);
 bool number(PyObject* o, double& out);
+// A Python int that a double holds exactly (|v| <= 2^53): what an `int`
+// argument such as ignore_index takes; false for anything else.
+bool integer(PyObject* o, int64_t& out);
 bool optional_number(PyObject* o, std::optional<double>& out);
+bool boolean(PyObject* o, bool& out);
 
 // The callable an entry replaces, called with the entry's arguments.
 PyObject* call_fallback(PyObject* fallback, PyObject* const* args, Py_ssize_t n);
 
-// Runs `op` (a call of a fusedops op) with the GIL released; its tensor, or a
-// Python exception as torch raises it (torch.OutOfMemoryError for a CUDA out
-// of memory). `op` holds its own references to the tensors (taken with the GIL
-// held: another thread may swap a Python tensor's payload meanwhile) and looks
-// up its op handle itself, so that every C++ exception lands here.
+// An op's result as Python sees it: a tensor, or a tuple of tensors for an op
+// of several outputs. nullptr with a Python error set where it fails.
+inline PyObject* wrap(Tensor&& t) { return THPVariable_Wrap(std::move(t)); }
+
+template <typename... Ts>
+PyObject* wrap(std::tuple<Ts...>&& ts) {
+  const Python& py = *python();
+  PyObject* tuple = py.new_tuple(sizeof...(Ts));
+  if (tuple == nullptr) return nullptr;
+  Py_ssize_t i = 0;
+  const auto put = [&](PyObject* item) {
+    return item != nullptr && py.set_tuple_item(tuple, i++, item) == 0;
+  };
+  bool ok = true;
+  std::apply([&](auto&... t) { ((ok = ok && put(wrap(std::move(t)))), ...); }, ts);  // set_tuple_item steals
+  if (ok) return tuple;
+  py.decref(tuple);
+  return nullptr;
+}
+
+// Runs `op` (a call of a fusedops op) with the GIL released; its result
+// (wrap), or a Python exception as torch raises it (torch.OutOfMemoryError
+// for a CUDA out of memory). `op` holds its own references to the tensors
+// (taken with the GIL held: another thread may swap a Python tensor's payload
+// meanwhile) and looks up its op handle itself, so that every C++ exception
+// lands here.
 template <typename F>
 PyObject* run_op(F&& op) {
   const Python& py = *python();
   std::exception_ptr error;
-  Tensor out;
+  std::decay_t<decltype(op())> out;
   PyThreadState* state = py.save_thread();
   try {
     out = with_torch_errors(std::forward<F>(op));
@@ -117,7 +144,7 @@ PyObject* run_op(F&& op) {
   py.restore_thread(state);
   if (!error) {
     try {
-      return THPVariable_Wrap(std::move(out));
+      return wrap(std::move(out));
     } catch (...) {
       error = std::current_exception();
     }

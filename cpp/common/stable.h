@@ -25,6 +25,7 @@ namespace fusedops {
 
 using torch::headeronly::ScalarType;
 using torch::stable::Tensor;
+using OptTensor = std::optional<Tensor>;
 
 // "fusedops.<op>: <message>", and nothing else: the stable ABI passes a
 // std::runtime_error's text to Python as it is (STD_TORCH_CHECK would prefix
@@ -91,15 +92,21 @@ inline void check_floating(const char* op, const char* arg, const Tensor& t) {
                  dtype_name(t.scalar_type()));
 }
 
+// `b` must be on `a`'s device: fusedops makes no cross-device copies.
+inline void check_same_device(const char* op, const char* name_a, const Tensor& a, const char* name_b,
+                              const Tensor& b) {
+  const torch::stable::Device da = a.device(), db = b.device();
+  FUSEDOPS_CHECK(da.type() == db.type() && da.index() == db.index(), op, name_b,
+                 " must be on the same device as ", name_a, " (", device_name(a), "), got ", device_name(b));
+}
+
 // `b` must match `a` in dtype and device: fusedops does no implicit promotion
 // or cross-device copies.
 inline void check_same_dtype_device(const char* op, const char* name_a, const Tensor& a, const char* name_b,
                                     const Tensor& b) {
   FUSEDOPS_CHECK(a.scalar_type() == b.scalar_type(), op, name_b, " must have the same dtype as ", name_a,
                  " (", dtype_name(a.scalar_type()), "), got ", dtype_name(b.scalar_type()));
-  const torch::stable::Device da = a.device(), db = b.device();
-  FUSEDOPS_CHECK(da.type() == db.type() && da.index() == db.index(), op, name_b,
-                 " must be on the same device as ", name_a, " (", device_name(a), "), got ", device_name(b));
+  check_same_device(op, name_a, a, name_b, b);
 }
 
 // An allocation that failed, in empty(). FUSEDOPS_OP's kernels rethrow it with

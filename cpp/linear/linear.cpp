@@ -6,7 +6,7 @@
 #include <torch/csrc/inductor/aoti_torch/generated/c_shim_cpu.h>
 
 #include <algorithm>
-#include <atomic>
+#include <array>
 #include <limits>
 #include <string_view>
 
@@ -70,11 +70,6 @@ std::vector<int64_t> grad_x_shape(const Tensor& grad, const Tensor& weight) {
   return shape;
 }
 
-Tensor as_matrix(const Tensor& t) {
-  if (t.dim() == 2) return t;
-  return torch::stable::reshape(t, {leading_rows(t), t.size(-1)});
-}
-
 namespace {
 
 // ---- CPU GEMMs: torch's own kernels through the C shims ---------------------------
@@ -119,6 +114,7 @@ void dispatch_epilogue(const LinearEpilogue& e, Body&& body) {
     case Activation::Relu: return with_act.template operator()<Activation::Relu>();
     case Activation::Gelu: return with_act.template operator()<Activation::Gelu>();
     case Activation::GeluTanh: return with_act.template operator()<Activation::GeluTanh>();
+    case Activation::Silu: return;  // not linear's: linear_epilogue never makes it
   }
 }
 
@@ -244,17 +240,6 @@ void linear_check_backward(const Tensor& grad, const Tensor& x, const Tensor& we
 
 namespace {
 
-std::atomic<int64_t (*)()> cublas_math_reader{nullptr};
-
-}  // namespace
-
-int64_t current_cublas_math() {
-  const auto reader = cublas_math_reader.load(std::memory_order_relaxed);
-  return reader != nullptr ? reader() : 0;
-}
-
-namespace {
-
 constexpr char kLinear[] = "linear";
 
 Tensor linear_cpu(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation, OptDouble min,
@@ -309,10 +294,3 @@ FUSEDOPS_OP(kLinear,
 }  // namespace
 
 }  // namespace fusedops
-
-// Installed by src/fusedops/_accelerator.py with the accelerator's
-// fusedops_accel_matmul_flags: torch's C++ API reads the flags, the stable ABI
-// cannot.
-extern "C" __attribute__((visibility("default"))) void fusedops_set_cublas_math_reader(int64_t (*reader)()) {
-  fusedops::cublas_math_reader.store(reader, std::memory_order_relaxed);
-}

@@ -1,4 +1,4 @@
-// fusedops.linear on CUDA: GEMMs through cuBLASLt (lt_gemm_cuda.cpp) with
+// fusedops.linear on CUDA: GEMMs through cuBLASLt (cpp/common/lt_gemm.h) with
 // bias / activation / bias-gradient epilogues, the rest in one elementwise
 // pass (cuda/linear/); on sm_90 the erf GELU and the clamps in our own GEMM's
 // epilogue instead (cuda/linear/sm90/, where the build had CUTLASS);
@@ -15,8 +15,8 @@
 #include <string>
 
 #include "cpp/common/cuda.h"
+#include "cpp/common/lt_gemm.h"
 #include "cpp/linear/linear.h"
-#include "cpp/linear/lt_gemm.h"
 #include "cuda/linear/linear.h"
 #ifdef FUSEDOPS_WITH_CUTLASS
 #include "cuda/linear/sm90/gemm.h"
@@ -233,7 +233,7 @@ bool forward_lt(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, 
   // works in place.
   const bool gemm_to_z = buf.want_aux && act == Activation::None;
   call->d = gemm_to_z ? buf.z.mutable_data_ptr() : buf.out.mutable_data_ptr();
-  lt::CallContext ctx(x2d);
+  lt::CallContext ctx("linear", x2d);
   if (!lt::lt_gemm(*call, math, ctx)) return false;
   LinearEpilogue rest = e;
   if (act != Activation::None) rest.act = Activation::None;
@@ -364,7 +364,7 @@ LinearGrads linear_backward_cuda(const Tensor& grad, const Tensor& x, const Tens
   Tensor grad_x, grad_w, grad_b, grad_z;
   if (mask[2]) grad_b = empty(grad, {N});
   bool grad_b_done = grad_z_cuda(grad2d, saved, e, grad_z, mask[2] ? &grad_b : nullptr);
-  lt::CallContext ctx(grad);
+  lt::CallContext ctx("linear", grad);
   if (mask[0]) grad_x = grad_x_cuda(grad, grad_z, weight, math, ctx);
   if (mask[1]) {
     grad_w = empty(grad, {N, x.size(-1)});

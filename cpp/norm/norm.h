@@ -31,7 +31,6 @@
 
 namespace fusedops {
 
-using OptTensor = std::optional<Tensor>;
 
 // How one backend runs the kernels on arguments the glue has checked.
 // `like`: a tensor on the device; `op`: the op's name for errors.

@@ -20,7 +20,6 @@
 
 namespace fusedops {
 
-using OptTensor = std::optional<Tensor>;
 using SbcGradTensors = std::tuple<Tensor, Tensor, Tensor>;
 
 constexpr char kSbc[] = "scale_bias_clamp";

@@ -2,11 +2,7 @@
 // the CUDA kernels of every op (torch-free, host and device).
 #pragma once
 
-#ifdef __CUDACC__
-#define FUSEDOPS_HD __host__ __device__ __forceinline__
-#else
-#define FUSEDOPS_HD inline
-#endif
+#include "cuda/common/host_device.h"
 
 namespace fusedops {
 

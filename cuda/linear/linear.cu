@@ -196,6 +196,7 @@ cudaError_t dispatch_activation(Activation act, Body&& body) {
     case Activation::Relu: return body.template operator()<Activation::Relu>();
     case Activation::Gelu: return body.template operator()<Activation::Gelu>();
     case Activation::GeluTanh: return body.template operator()<Activation::GeluTanh>();
+    case Activation::Silu: break;  // not linear's: linear_epilogue never makes it
   }
   return cudaErrorInvalidValue;
 }

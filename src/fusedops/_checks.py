@@ -29,12 +29,16 @@ def check_floating(op: str, arg: str, t: torch.Tensor) -> None:
                  f"got {dtype_name(t.dtype)}")
 
 
+def check_same_device(op: str, name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> None:
+    if a.device != b.device:
+        fail(op, f"{name_b} must be on the same device as {name_a} ({a.device}), got {b.device}")
+
+
 def check_same_dtype_device(op: str, name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> None:
     if a.dtype != b.dtype:
         fail(op, f"{name_b} must have the same dtype as {name_a} ({dtype_name(a.dtype)}), "
                  f"got {dtype_name(b.dtype)}")
-    if a.device != b.device:
-        fail(op, f"{name_b} must be on the same device as {name_a} ({a.device}), got {b.device}")
+    check_same_device(op, name_a, a, name_b, b)
 
 
 def broadcast_shape(op: str, name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> list:

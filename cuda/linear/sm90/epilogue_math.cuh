@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "cuda/common/clamp.h"  // FUSEDOPS_HD
+#include "cuda/common/host_device.h"
 
 namespace fusedops::cuda::sm90 {
 

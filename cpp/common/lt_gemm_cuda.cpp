@@ -1,7 +1,7 @@
-// cuBLASLt GEMMs of fusedops.linear: plans (descriptors + the heuristic's
-// algorithm) cached per thread, run with a CallContext (torch's cuBLAS handle
-// and current stream, and a workspace from torch's caching allocator).
-#include "cpp/linear/lt_gemm.h"
+// cuBLASLt GEMMs for any op: plans (descriptors + the heuristic's algorithm)
+// cached per thread, run with a CallContext (torch's cuBLAS handle and current
+// stream, and a workspace from torch's caching allocator).
+#include "cpp/common/lt_gemm.h"
 
 #include <torch/csrc/stable/c/shim.h>
 
@@ -18,12 +18,12 @@
 
 namespace fusedops::lt {
 
-#define FUSEDOPS_LT_CHECK(expr)                                                                    \
-  do {                                                                                             \
-    const cublasStatus_t fusedops_lt_status = (expr);                                              \
-    FUSEDOPS_CHECK(fusedops_lt_status == CUBLAS_STATUS_SUCCESS, "linear", "cuBLASLt call ", #expr, \
-                   " failed: ", cublasLtGetStatusName(fusedops_lt_status), " (",                   \
-                   cublasLtGetStatusString(fusedops_lt_status), ")");                              \
+#define FUSEDOPS_LT_CHECK(op, expr)                                                          \
+  do {                                                                                       \
+    const cublasStatus_t fusedops_lt_status = (expr);                                        \
+    FUSEDOPS_CHECK(fusedops_lt_status == CUBLAS_STATUS_SUCCESS, op, "cuBLASLt call ", #expr, \
+                   " failed: ", cublasLtGetStatusName(fusedops_lt_status), " (",             \
+                   cublasLtGetStatusString(fusedops_lt_status), ")");                        \
   } while (0)
 
 uint32_t alignment_of(const void* p) {
@@ -68,12 +68,15 @@ bool lt_sizes(int64_t m, int64_t n, int64_t k) {
 
 std::optional<GemmCall> row_major_gemm(const Tensor& c, const MatView& p, const MatView& q) {
   const int64_t M = p.rows, K = p.cols, N = q.cols;
-  if (!lt_dtype(c.scalar_type()) || !lt_sizes(M, N, K)) return std::nullopt;
+  const ScalarType out = c.scalar_type();
+  const bool dtypes = lt_dtype(p.dtype) && p.dtype == q.dtype && (out == p.dtype || out == ScalarType::Float);
+  if (!dtypes || !lt_sizes(M, N, K)) return std::nullopt;
   const auto a = operand_of(q);  // Q^T: N x K
   const auto b = operand_of(p);  // P^T: K x M
   if (!a || !b) return std::nullopt;
   GemmCall call{};
-  call.dtype = c.scalar_type();
+  call.dtype = p.dtype;
+  call.out_dtype = out;
   call.device = c.get_device_index();
   call.a = *a;
   call.b = *b;
@@ -92,7 +95,7 @@ namespace {
 // Everything an algorithm choice depends on.
 struct PlanKey {
   int32_t device;
-  int32_t dtype;
+  int32_t dtype, out_dtype, accumulate;
   int32_t compute;
   int32_t epilogue;
   int32_t trans_a, trans_b;
@@ -150,7 +153,7 @@ uint32_t reduction_mask(ScalarType dtype, const CublasMath& math) {
 // CUBLASLT_WORKSPACE_SIZE (KiB) overrides both, as in torch.
 constexpr int64_t kFewRows = 32;
 
-uint64_t workspace_limit(const GemmCall& c) {
+uint64_t workspace_limit(const GemmCall& c, const char* op) {
   static const uint64_t env_kib = [] {
     const char* value = std::getenv("CUBLASLT_WORKSPACE_SIZE");
     return value != nullptr ? std::strtoull(value, nullptr, 10) : 0ull;
@@ -163,17 +166,19 @@ uint64_t workspace_limit(const GemmCall& c) {
   uint64_t& limit = cache.at(c.device);
   if (limit == 0) {
     int major = 0;
-    cuda::check_cuda("linear", cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c.device));
+    cuda::check_cuda(op, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c.device));
     limit = major == 9 || major == 10 || major == 12 ? 32ull << 20 : (8ull << 20) + (128ull << 10);
   }
   return limit;
 }
 
-PlanKey plan_key(const GemmCall& c, const CublasMath& math) {
+PlanKey plan_key(const GemmCall& c, const CublasMath& math, const char* op) {
   PlanKey key;
   std::memset(&key, 0, sizeof(key));
   key.device = c.device;
   key.dtype = static_cast<int32_t>(c.dtype);
+  key.out_dtype = static_cast<int32_t>(c.out_dtype);
+  key.accumulate = c.accumulate;
   key.compute = static_cast<int32_t>(compute_type(c.dtype, math));
   key.epilogue = static_cast<int32_t>(c.epilogue);
   key.trans_a = c.a.op;
@@ -191,7 +196,7 @@ PlanKey plan_key(const GemmCall& c, const CublasMath& math) {
   key.ldb = c.b.ld;
   key.ldd = c.ldd;
   key.aux_ld = c.aux_ld;
-  key.workspace = workspace_limit(c);
+  key.workspace = workspace_limit(c, op);
   return key;
 }
 
@@ -217,60 +222,63 @@ struct Plan {
   }
 };
 
-void set_pointers(cublasLtMatmulDesc_t desc, const GemmCall& c) {
+void set_pointers(const char* op, cublasLtMatmulDesc_t desc, const GemmCall& c) {
   if (epilogue_has_bias(c.epilogue)) {
     FUSEDOPS_LT_CHECK(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof(c.bias)));
+        op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof(c.bias)));
   }
   if (epilogue_has_aux(c.epilogue)) {
-    FUSEDOPS_LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux,
-                                                     sizeof(c.aux)));
+    FUSEDOPS_LT_CHECK(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                         &c.aux, sizeof(c.aux)));
   }
 }
 
 template <typename T>
-void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
-  FUSEDOPS_LT_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)));
+void set_desc(const char* op, cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
+              const T& value) {
+  FUSEDOPS_LT_CHECK(op, cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)));
 }
 
 template <typename T>
-void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute,
+void set_pref(const char* op, cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute,
               const T& value) {
-  FUSEDOPS_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)));
+  FUSEDOPS_LT_CHECK(op, cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)));
 }
 
-// The matmul descriptor and the A, B, D layouts of `c`.
-void describe(Plan& plan, const GemmCall& c, const PlanKey& key) {
-  const cudaDataType_t type = c.dtype == ScalarType::Half       ? CUDA_R_16F
-                              : c.dtype == ScalarType::BFloat16 ? CUDA_R_16BF
-                                                                : CUDA_R_32F;
+cudaDataType_t cuda_type(ScalarType dtype) {
+  return dtype == ScalarType::Half ? CUDA_R_16F : dtype == ScalarType::BFloat16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+// The matmul descriptor and the A, B, D layouts of `c` (C is D).
+void describe(const char* op, Plan& plan, const GemmCall& c, const PlanKey& key) {
   FUSEDOPS_LT_CHECK(
-      cublasLtMatmulDescCreate(&plan.desc, static_cast<cublasComputeType_t>(key.compute), CUDA_R_32F));
-  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(c.a.op));
-  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(c.b.op));
-  set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(c.epilogue));
-  if (epilogue_has_aux(c.epilogue)) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, c.aux_ld);
+      op, cublasLtMatmulDescCreate(&plan.desc, static_cast<cublasComputeType_t>(key.compute), CUDA_R_32F));
+  set_desc(op, plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(c.a.op));
+  set_desc(op, plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(c.b.op));
+  set_desc(op, plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(c.epilogue));
+  if (epilogue_has_aux(c.epilogue)) set_desc(op, plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, c.aux_ld);
   // The heuristic reads the alignment of these pointers (part of the key).
-  set_pointers(plan.desc, c);
-  FUSEDOPS_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.a, type, c.a.rows, c.a.cols, c.a.ld));
-  FUSEDOPS_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.b, type, c.b.rows, c.b.cols, c.b.ld));
-  FUSEDOPS_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.d, type, c.m, c.n, c.ldd));
+  set_pointers(op, plan.desc, c);
+  FUSEDOPS_LT_CHECK(op, cublasLtMatrixLayoutCreate(&plan.a, cuda_type(c.dtype), c.a.rows, c.a.cols, c.a.ld));
+  FUSEDOPS_LT_CHECK(op, cublasLtMatrixLayoutCreate(&plan.b, cuda_type(c.dtype), c.b.rows, c.b.cols, c.b.ld));
+  FUSEDOPS_LT_CHECK(op, cublasLtMatrixLayoutCreate(&plan.d, cuda_type(c.out_dtype), c.m, c.n, c.ldd));
 }
 
-std::unique_ptr<Plan> make_plan(const GemmCall& c, const PlanKey& key, cublasLtHandle_t handle) {
+std::unique_ptr<Plan> make_plan(const char* op, const GemmCall& c, const PlanKey& key,
+                                cublasLtHandle_t handle) {
   auto plan = std::make_unique<Plan>();
-  describe(*plan, c, key);
+  describe(op, *plan, c, key);
   cublasLtMatmulPreference_t pref = nullptr;
-  FUSEDOPS_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  FUSEDOPS_LT_CHECK(op, cublasLtMatmulPreferenceCreate(&pref));
   const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
                         decltype(&cublasLtMatmulPreferenceDestroy)>
       pref_owner(pref, &cublasLtMatmulPreferenceDestroy);
-  set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, key.workspace);
-  set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, key.reduction_mask);
-  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a);
-  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
-  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d);
-  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d);
+  set_pref(op, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, key.workspace);
+  set_pref(op, pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, key.reduction_mask);
+  set_pref(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a);
+  set_pref(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
+  set_pref(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d);
+  set_pref(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d);
 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -279,7 +287,7 @@ std::unique_ptr<Plan> make_plan(const GemmCall& c, const PlanKey& key, cublasLtH
   // NOT_SUPPORTED (or no result) means no algorithm fits: fall back. Any
   // other failure is a bug worth reporting.
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) return plan;
-  FUSEDOPS_LT_CHECK(status);
+  FUSEDOPS_LT_CHECK(op, status);
   if (result.state != CUBLAS_STATUS_SUCCESS) return plan;
   plan->algo = result.algo;
   plan->workspace = result.workspaceSize;
@@ -295,7 +303,8 @@ constexpr size_t kMaxPlans = 1024;
 
 }  // namespace
 
-CallContext::CallContext(const Tensor& like) : like_(like), stream_(cuda::current_stream(like)) {}
+CallContext::CallContext(const char* op, const Tensor& like)
+    : op_(op), like_(like), stream_(cuda::current_stream(like)) {}
 
 // torch's cuBLAS handle for the current device (the caller's device guard),
 // which cuBLAS documents to be usable as a cuBLASLt handle: torch's own
@@ -320,19 +329,19 @@ void* CallContext::workspace(size_t bytes) {
 
 bool lt_gemm(const GemmCall& c, const CublasMath& math, CallContext& ctx) {
   static thread_local PlanCache cache;
-  const PlanKey key = plan_key(c, math);
+  const PlanKey key = plan_key(c, math, ctx.op());
   auto it = cache.find(key);
   if (it == cache.end()) {
     if (cache.size() >= kMaxPlans) cache.clear();
-    it = cache.emplace(key, make_plan(c, key, ctx.handle())).first;
+    it = cache.emplace(key, make_plan(ctx.op(), c, key, ctx.handle())).first;
   }
   Plan& plan = *it->second;
   if (!plan.ok) return false;
-  set_pointers(plan.desc, c);
-  const float alpha = 1.0f, beta = 0.0f;
-  FUSEDOPS_LT_CHECK(cublasLtMatmul(ctx.handle(), plan.desc, &alpha, c.a.ptr, plan.a, c.b.ptr, plan.b, &beta,
-                                   c.d, plan.d, c.d, plan.d, &plan.algo, ctx.workspace(plan.workspace),
-                                   plan.workspace, ctx.stream()));
+  set_pointers(ctx.op(), plan.desc, c);
+  const float alpha = 1.0f, beta = c.accumulate ? 1.0f : 0.0f;
+  FUSEDOPS_LT_CHECK(ctx.op(), cublasLtMatmul(ctx.handle(), plan.desc, &alpha, c.a.ptr, plan.a, c.b.ptr,
+                                             plan.b, &beta, c.d, plan.d, c.d, plan.d, &plan.algo,
+                                             ctx.workspace(plan.workspace), plan.workspace, ctx.stream()));
   return true;
 }
 

@@ -1,4 +1,5 @@
-"""fusedops.nn: torch.nn modules whose forward is one fused op."""
+"""fusedops.nn's normalization layers: RMSNorm and LayerNorm (over the last
+dimension, state dicts as torch.nn's)."""
 
 from __future__ import annotations
 
@@ -6,121 +7,8 @@ from collections.abc import Sequence
 
 import torch
 
-from .ops.layer_norm import layer_norm
-from .ops.linear import ACTIVATIONS, linear
-from .ops.rms_norm import rms_norm
-from .ops.scale_bias_clamp import scale_bias_clamp
-
-__all__ = ["LayerNorm", "Linear", "RMSNorm", "ScaleBiasClamp"]
-
-class Linear(torch.nn.Linear):
-    """clamp(act(x @ weight.T + bias), min, max) as one fused op.
-
-    A torch.nn.Linear subclass with the same parameters (weight [out, in], bias [out]
-    or None), so state dicts load both ways; `activation` and the bounds are
-    configuration, not state.
-    """
-
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        bias: bool = True,
-        *,
-        activation: str | None = None,
-        min: float | None = None,
-        max: float | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
-        self._configure(activation, min, max)
-
-    def _configure(self, activation: str | None, min: float | None, max: float | None) -> None:
-        if activation not in ACTIVATIONS:
-            raise ValueError(
-                f'fusedops.nn.Linear: activation must be None, "relu", "gelu" or "gelu_tanh", got {activation!r}'
-            )
-        self.activation = activation
-        self.min = None if min is None else float(min)
-        self.max = None if max is None else float(max)
-
-    @classmethod
-    def from_linear(
-        cls,
-        module: torch.nn.Linear,
-        *,
-        activation: str | None = None,
-        min: float | None = None,
-        max: float | None = None,
-    ) -> Linear:
-        """A fusedops Linear sharing `module`'s parameters (no copy)."""
-        if not isinstance(module, torch.nn.Linear):
-            raise TypeError(f"fusedops.nn.Linear.from_linear: expected a torch.nn.Linear, got {type(module).__name__}")
-        new = cls.__new__(cls)
-        torch.nn.Module.__init__(new)
-        new.in_features = module.in_features
-        new.out_features = module.out_features
-        new.weight = module.weight
-        new.bias = module.bias
-        if new.bias is None:
-            new.register_parameter("bias", None)
-        new._configure(activation, min, max)
-        new.train(module.training)
-        return new
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias, activation=self.activation, min=self.min, max=self.max)
-
-    def extra_repr(self) -> str:
-        text = super().extra_repr()
-        if self.activation is not None:
-            text += f", activation={self.activation!r}"
-        if self.min is not None:
-            text += f", min={self.min}"
-        if self.max is not None:
-            text += f", max={self.max}"
-        return text
-
-
-class ScaleBiasClamp(torch.nn.Module):
-    """y = clamp(x * scale + bias, min, max) with a per-feature bias.
-
-    shape: the bias shape, broadcast against the input from the right (e.g. the
-    last dimension `C`, or `(C, 1, 1)` for NCHW). The bias starts at zeros; the
-    scale is a 0-dim tensor starting at `scale`, a Parameter when
-    `learnable_scale`, otherwise a buffer (still saved in the state_dict).
-    """
-
-    def __init__(self, shape: int | Sequence[int], *, min: float | None = None,
-                 max: float | None = None, scale: float = 1.0, learnable_scale: bool = True,
-                 device: torch.device | str | None = None, dtype: torch.dtype | None = None):
-        super().__init__()
-        factory = {"device": device, "dtype": dtype}
-        self.shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        self.min = min
-        self.max = max
-        self.init_scale = float(scale)
-        self.learnable_scale = learnable_scale
-        self.bias = torch.nn.Parameter(torch.empty(self.shape, **factory))
-        scale_tensor = torch.empty((), **factory)
-        if learnable_scale:
-            self.scale = torch.nn.Parameter(scale_tensor)
-        else:
-            self.register_buffer("scale", scale_tensor)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        with torch.no_grad():
-            self.bias.zero_()
-            self.scale.fill_(self.init_scale)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return scale_bias_clamp(x, self.scale, self.bias, self.min, self.max)
-
-    def extra_repr(self) -> str:
-        return (f"shape={self.shape}, min={self.min}, max={self.max}, "
-                f"learnable_scale={self.learnable_scale}")
+from ..ops.layer_norm import layer_norm
+from ..ops.rms_norm import rms_norm
 
 
 def _last_dim(module: str, normalized_shape: int | Sequence[int]) -> tuple[int]:

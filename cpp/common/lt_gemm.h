@@ -1,4 +1,6 @@
-// cuBLASLt GEMMs of fusedops.linear with cached plans (lt_gemm_cuda.cpp).
+// cuBLASLt GEMMs for any op's CUDA glue, with cached plans (lt_gemm_cuda.cpp):
+// inputs of one dtype (float16, bfloat16, float32), the output of that dtype or
+// float32, optionally accumulated into (beta = 1).
 //
 // Layouts. torch tensors are row-major, cuBLASLt is column-major: a row-major
 // C[M, N] is a column-major N x M matrix with ld = N. So a row-major product
@@ -6,15 +8,16 @@
 // m = N, n = M, k = K, cuBLAS A := Q^T and B := P^T (see operand_of). For the
 // forward, P = x[M, K], Q = weight^T: the bias (per output feature) is per
 // row of the column-major D, which is what CUBLASLT_EPILOGUE_BIAS broadcasts.
-// For the weight gradient dW[N, K] = grad_z^T . x, B = grad_z (k = M, n = N),
-// so CUBLASLT_EPILOGUE_BGRADB's reduction over k is the bias gradient.
+// For linear's weight gradient dW[N, K] = grad_z^T . x, B = grad_z (k = M,
+// n = N), so CUBLASLT_EPILOGUE_BGRADB's reduction over k is the bias gradient.
 #pragma once
 
 #include <cublasLt.h>
 
 #include <optional>
 
-#include "cpp/linear/linear.h"
+#include "cpp/common/cublas_math.h"
+#include "cpp/common/stable.h"
 
 namespace fusedops::lt {
 
@@ -27,25 +30,28 @@ struct Operand {
   int64_t ld = 0;
 };
 
-// A row-major view M[rows, cols] with element (r, c) at ptr + r * s0 + c * s1
-// (elements), described without creating a tensor (transposes are free).
+// A row-major view M[rows, cols] of `dtype` with element (r, c) at ptr + r *
+// s0 + c * s1 (elements), described without creating a tensor (transposes are
+// free).
 struct MatView {
   const void* ptr;
   int64_t rows, cols, s0, s1;
+  ScalarType dtype;
 };
 
 inline MatView view_of(const Tensor& t) {
-  return {t.const_data_ptr(), t.size(0), t.size(1), t.stride(0), t.stride(1)};
+  return {t.const_data_ptr(), t.size(0), t.size(1), t.stride(0), t.stride(1), t.scalar_type()};
 }
-inline MatView transposed(const MatView& v) { return {v.ptr, v.cols, v.rows, v.s1, v.s0}; }
+inline MatView transposed(const MatView& v) { return {v.ptr, v.cols, v.rows, v.s1, v.s0, v.dtype}; }
 
 // Largest power of two (<= 256) dividing the address: what cuBLASLt's
 // heuristics assume of a pointer.
 uint32_t alignment_of(const void* p);
 
-// One GEMM request: D (column-major m x n, ldd) = op(A) . op(B) [+ epilogue].
+// One GEMM request: D (column-major m x n, ldd) = op(A) . op(B) [+ epilogue]
+// (+ D itself where `accumulate`); A and B of `dtype`, D of `out_dtype`.
 struct GemmCall {
-  ScalarType dtype;
+  ScalarType dtype, out_dtype;
   int device;
   Operand a, b;
   void* d;
@@ -54,21 +60,25 @@ struct GemmCall {
   void* bias = nullptr;  // bias (forward) or bias gradient (BGRADB)
   void* aux = nullptr;   // GELU_AUX: the pre-activation, column-major m x n, ld aux_ld
   int64_t aux_ld = 0;
+  bool accumulate = false;
 };
 
-// GEMM request for the row-major C[M, N] (contiguous) = P[M, K] . Q[K, N];
-// nullopt when cuBLASLt cannot take it (dtype, sizes, an operand it cannot
-// read in place): the caller falls back to torch's mm.
+// GEMM request for the row-major C[M, N] (contiguous) = P[M, K] . Q[K, N], P
+// and Q of one dtype, C of it or float32; nullopt when cuBLASLt cannot take it
+// (dtypes, sizes, an operand it cannot read in place): the caller falls back
+// to torch's mm.
 std::optional<GemmCall> row_major_gemm(const Tensor& c, const MatView& p, const MatView& q);
 
 // What the GEMMs of one op call share: torch's cuBLAS handle and current
 // stream, read once, and one workspace from torch's caching allocator on that
 // stream, grown when a GEMM asks for more. The GEMMs run one after another on
 // the stream, so one buffer serves them all (and CUDA graph capture records it
-// like any tensor). Create it under the op's device guard.
+// like any tensor). Create it under the op's device guard; `op` names the op in
+// errors.
 class CallContext {
  public:
-  explicit CallContext(const Tensor& like);
+  CallContext(const char* op, const Tensor& like);
+  const char* op() const { return op_; }
   // Read at the first GEMM, as torch's ops do: after the op's outputs are
   // allocated, which makes the device's context current on a fresh thread
   // (autograd's device threads), so cuBLAS need not warn that it sets it.
@@ -78,6 +88,7 @@ class CallContext {
   void* workspace(size_t bytes);
 
  private:
+  const char* op_;
   Tensor like_;
   cublasLtHandle_t handle_ = nullptr;
   cudaStream_t stream_;

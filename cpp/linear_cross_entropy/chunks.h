@@ -1,0 +1,179 @@
+// fusedops.linear_cross_entropy's chunk loop and op bodies, written once for
+// both devices. A Device (CpuDevice in linear_cross_entropy.cpp, CudaDevice in
+// linear_cross_entropy_cuda.cpp) gives:
+//   Tensor weight()                     weight as the GEMMs' operand
+//   Tensor x_rows(begin, rows)          x's rows as the GEMMs' operand
+//   ScalarType operand_dtype()          their dtype (the gradient at the logits is of it)
+//   void mm(out, a, b, accumulate)      out (opmath, contiguous) (+)= a . b
+//   void rows(const LceRows&)           a chunk's row math (cuda/linear_cross_entropy/lce_math.h)
+//   void column_sums(acc, dl, accumulate)   acc[j] (+)= sum_i dl[i, j], in row order
+//   void count(counts)                  counts = (n, 1 / n), n the targets not ignored
+//   void total(out, loss, count)        out = sum(loss) (/ *count), in a fixed order
+//   void scale(out, saved, grad)        out = out's dtype(saved * grad)
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "cpp/linear_cross_entropy/linear_cross_entropy.h"
+
+namespace fusedops::lce {
+
+// Rows [begin, begin + n) of t, a view.
+inline Tensor rows_of(Tensor t, int64_t begin, int64_t n) {
+  return begin == 0 && n == t.size(0) ? t : torch::stable::narrow(t, 0, begin, n);
+}
+
+// t as a contiguous tensor of `dtype` (t itself where it is one).
+inline Tensor as_type(const Tensor& t, ScalarType dtype) {
+  if (t.scalar_type() == dtype && t.is_contiguous()) return t;
+  Tensor out = empty(t, t.sizes(), dtype);
+  torch::stable::copy_(out, t);
+  return out;
+}
+
+// What the chunk loop writes (opmath, contiguous): the tokens' losses and the
+// gradient accumulators asked for; and what it multiplies each token's
+// gradient by: factor (a 0-dim tensor, or one a token) times scale (0-dim).
+struct ChunkOutputs {
+  Tensor loss;                           // [N]
+  OptTensor grad_x = std::nullopt;       // [N, H]
+  OptTensor grad_weight = std::nullopt;  // [V, H]
+  OptTensor grad_bias = std::nullopt;    // [V]
+  OptTensor factor = std::nullopt;       // none: 1
+  OptTensor scale = std::nullopt;        // none: 1
+};
+
+template <typename Device>
+void run_chunks(Device& dev, const LceProblem& p, ChunkOutputs& out) {
+  const bool grads = out.grad_x || out.grad_weight || out.grad_bias;
+  if (p.rows == 0) {  // no chunk: the sums over tokens are 0
+    if (out.grad_weight) torch::stable::zero_(*out.grad_weight);
+    if (out.grad_bias) torch::stable::zero_(*out.grad_bias);
+    return;
+  }
+  const int64_t V = p.math.vocab, chunk = std::min(lce_chunk_rows(p), p.rows);
+  const Tensor weight = dev.weight();
+  Tensor bias;  // in opmath: the row math adds it
+  if (has_bias(p.bias)) bias = as_type(*p.bias, p.opmath);
+  const Tensor logits = empty(p.x, {chunk, V}, p.opmath);
+  Tensor dl;  // the gradient at the logits: in place of them where the dtypes agree
+  if (grads) dl = dev.operand_dtype() == p.opmath ? logits : empty(p.x, {chunk, V}, dev.operand_dtype());
+  const bool per_token = out.factor && out.factor->dim() > 0;
+  LceRows r{.dtype = to_dtype(dev.operand_dtype()),
+            .bias = has_bias(p.bias) ? bias.const_data_ptr() : nullptr,
+            .grad_stride = per_token ? 1 : 0,
+            .scale = out.scale ? out.scale->const_data_ptr() : nullptr,
+            .ld = V,
+            .math = p.math};
+  for (int64_t begin = 0; begin < p.rows; begin += chunk) {
+    const int64_t n = std::min(chunk, p.rows - begin);
+    const Tensor lc = rows_of(logits, 0, n), xc = dev.x_rows(begin, n);
+    dev.mm(lc, xc, transpose2d(weight), false);
+    const Tensor dlc = grads ? rows_of(dl, 0, n) : Tensor();
+    r.logits = lc.const_data_ptr();
+    r.target = static_cast<const int64_t*>(rows_of(p.target, begin, n).const_data_ptr());
+    r.loss = rows_of(out.loss, begin, n).mutable_data_ptr();
+    r.dlogits = grads ? dlc.mutable_data_ptr() : nullptr;
+    r.grad = !out.factor ? nullptr
+             : per_token ? rows_of(*out.factor, begin, n).const_data_ptr()
+                         : out.factor->const_data_ptr();
+    r.rows = n;
+    dev.rows(r);
+    if (!grads) continue;
+    if (out.grad_x) dev.mm(rows_of(*out.grad_x, begin, n), dlc, weight, false);
+    if (out.grad_weight) dev.mm(*out.grad_weight, transpose2d(dlc), xc, begin > 0);
+    if (out.grad_bias) dev.column_sums(*out.grad_bias, dlc, begin > 0);
+  }
+}
+
+// (n, 1 / n) of the targets not ignored where the reduction is a mean.
+template <typename Device>
+OptTensor mean_counts(Device& dev, const LceProblem& p) {
+  if (p.reduction != Reduction::Mean) return std::nullopt;
+  Tensor counts = empty(p.x, {2}, p.opmath);
+  dev.count(counts);
+  return counts;
+}
+
+// The loss from the tokens' losses: them (target's shape), their sum or mean.
+template <typename Device>
+Tensor reduce_loss(Device& dev, const LceProblem& p, const Tensor& loss, const OptTensor& counts) {
+  if (p.reduction == Reduction::None) return torch::stable::view(loss, p.token_shape);
+  Tensor out = empty(p.x, {}, p.opmath);
+  dev.total(out, loss, counts ? OptTensor(rows_of(*counts, 0, 1)) : std::nullopt);
+  return out;
+}
+
+inline OptTensor accumulator(bool wanted, const LceProblem& p, std::vector<int64_t> sizes) {
+  return wanted ? OptTensor(empty(p.x, sizes, p.opmath)) : std::nullopt;
+}
+
+// The public op: the loss.
+template <typename Device>
+Tensor loss(Device& dev, const LceProblem& p) {
+  const OptTensor counts = mean_counts(dev, p);
+  ChunkOutputs out{.loss = empty(p.x, {p.rows}, p.opmath)};
+  run_chunks(dev, p, out);
+  return reduce_loss(dev, p, out.loss, counts);
+}
+
+// _linear_cross_entropy_forward: the loss and its opmath gradients.
+template <typename Device>
+LceForward forward(Device& dev, const LceProblem& p, const std::vector<bool>& mask) {
+  FUSEDOPS_CHECK(mask.size() == 3, kLinearCrossEntropy, "output_mask must have 3 elements, got ",
+                 mask.size());
+  FUSEDOPS_CHECK(
+      p.reduction != Reduction::None, kLinearCrossEntropy,
+      "_linear_cross_entropy_forward takes reduction \"mean\" or \"sum\": with \"none\" the gradient "
+      "needs the incoming gradient of every token (_linear_cross_entropy_backward)");
+  const OptTensor counts = mean_counts(dev, p);
+  ChunkOutputs out{.loss = empty(p.x, {p.rows}, p.opmath),
+                   .grad_x = accumulator(mask[0], p, {p.rows, p.hidden}),
+                   .grad_weight = accumulator(mask[1], p, {p.math.vocab, p.hidden}),
+                   .grad_bias = accumulator(mask[2] && has_bias(p.bias), p, {p.math.vocab}),
+                   .scale = counts ? OptTensor(rows_of(*counts, 1, 1)) : std::nullopt};
+  run_chunks(dev, p, out);
+  const Tensor none = no_tensor(out.loss);
+  return {reduce_loss(dev, p, out.loss, counts),
+          out.grad_x ? torch::stable::view(*out.grad_x, p.x_shape) : none, out.grad_weight.value_or(none),
+          out.grad_bias.value_or(none)};
+}
+
+// _linear_cross_entropy_backward: the gradients for `grad`, in x's dtype.
+template <typename Device>
+Grads3 backward(Device& dev, const LceProblem& p, const Tensor& grad, const std::vector<bool>& mask) {
+  FUSEDOPS_CHECK(mask.size() == 3, kLinearCrossEntropy, "output_mask must have 3 elements, got ",
+                 mask.size());
+  lce_check_grad(grad, p);
+  const OptTensor counts = mean_counts(dev, p);
+  const bool per_token = p.reduction == Reduction::None;
+  ChunkOutputs out{.loss = empty(p.x, {p.rows}, p.opmath),
+                   .grad_x = accumulator(mask[0], p, {p.rows, p.hidden}),
+                   .grad_weight = accumulator(mask[1], p, {p.math.vocab, p.hidden}),
+                   .grad_bias = accumulator(mask[2] && has_bias(p.bias), p, {p.math.vocab}),
+                   .factor = per_token ? torch::stable::reshape(as_type(grad, p.opmath), {p.rows}) : grad,
+                   .scale = counts ? OptTensor(rows_of(*counts, 1, 1)) : std::nullopt};
+  run_chunks(dev, p, out);
+  const auto rounded = [&](const OptTensor& acc) { return acc ? as_type(*acc, p.dtype) : Tensor(); };
+  const Tensor grad_x = out.grad_x ? torch::stable::view(rounded(out.grad_x), p.x_shape) : Tensor();
+  return fill_unrequested({grad_x, rounded(out.grad_weight), rounded(out.grad_bias)},
+                          {mask[0], mask[1], mask[2] && has_bias(p.bias)}, grad);
+}
+
+// _linear_cross_entropy_scale.
+template <typename Device>
+Tensor scale(Device& dev, const Tensor& grad, const Tensor& saved, ScalarType dtype) {
+  check_floating(kLinearCrossEntropy, "saved", saved);
+  check_floating(kLinearCrossEntropy, "grad", grad);
+  check_same_dtype_device(kLinearCrossEntropy, "saved", saved, "grad", grad);
+  FUSEDOPS_CHECK(grad.dim() == 0, kLinearCrossEntropy, "grad must be 0-dim, got shape ",
+                 ShapeText{grad.sizes()});
+  FUSEDOPS_CHECK(kernel_dtype(dtype).has_value(), kLinearCrossEntropy, "dtype must be a floating dtype, got ",
+                 dtype_name(dtype));
+  Tensor out = empty(saved, saved.sizes(), dtype);
+  if (out.numel() > 0) dev.scale(out, as_type(saved, saved.scalar_type()), grad);
+  return out;
+}
+
+}  // namespace fusedops::lce

@@ -1,0 +1,115 @@
+// fusedops.linear_cross_entropy on CUDA: the CUDA device of chunks.h. The
+// GEMMs read x and weight as they are (float16 / bfloat16 / float32 through
+// cuBLASLt, a float32 output: the logits and the gradient accumulators are
+// never rounded to a half type), the row math is cuda/linear_cross_entropy/;
+// torch's GEMM, in opmath, where cuBLASLt has no algorithm (float64, layouts
+// it cannot read).
+#include <torch/csrc/inductor/aoti_torch/generated/c_shim_cuda.h>
+
+#include "cpp/common/cuda.h"
+#include "cpp/common/lt_gemm.h"
+#include "cpp/linear_cross_entropy/chunks.h"
+#include "cuda/linear_cross_entropy/linear_cross_entropy.h"
+
+namespace fusedops {
+namespace {
+
+constexpr const char* kOp = kLinearCrossEntropy;
+
+// Create it under the op's device guard.
+class CudaDevice {
+ public:
+  CudaDevice(const LceProblem& p, int64_t cublas_math)
+      : p_(&p), math_(cublas_math_of(cublas_math)), ctx_(kOp, p.x), stream_(cuda::current_stream(p.x)) {}
+
+  Tensor weight() const { return p_->weight; }
+  ScalarType operand_dtype() const { return p_->dtype; }
+  // cuBLASLt reads a matrix with a unit stride; other rows are copied.
+  Tensor x_rows(int64_t begin, int64_t rows) const {
+    const Tensor xc = lce::rows_of(p_->x, begin, rows);
+    return xc.stride(1) == 1 || xc.stride(0) == 1 ? xc : torch::stable::contiguous(xc);
+  }
+  void mm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
+    if (std::optional<lt::GemmCall> call = lt::row_major_gemm(out, lt::view_of(a), lt::view_of(b))) {
+      call->accumulate = accumulate;
+      if (lt::lt_gemm(*call, math_, ctx_)) return;
+    }
+    const ScalarType t = out.scalar_type();
+    torch_mm<aoti_torch_cuda_addmm_out, aoti_torch_cuda_mm_out>(out, lce::as_type(a, t), lce::as_type(b, t),
+                                                                accumulate ? OptTensor(out) : std::nullopt);
+  }
+  void rows(const LceRows& r) const { cuda::check_cuda(kOp, cuda::launch_lce_rows(r, stream_)); }
+  void column_sums(const Tensor& acc, const Tensor& dl, bool accumulate) const {
+    cuda::check_cuda(kOp, cuda::launch_lce_column_sums(to_dtype(dl.scalar_type()), dl.const_data_ptr(),
+                                                       dl.size(0), dl.size(1), dl.stride(0),
+                                                       acc.mutable_data_ptr(), accumulate, stream_));
+  }
+  void count(const Tensor& counts) const {
+    cuda::check_cuda(kOp, cuda::launch_lce_count(
+                              to_dtype(p_->opmath), static_cast<const int64_t*>(p_->target.const_data_ptr()),
+                              p_->rows, p_->math.ignore_index, counts.mutable_data_ptr(), stream_));
+  }
+  void total(const Tensor& out, const Tensor& loss, const OptTensor& count) const {
+    cuda::check_cuda(kOp, cuda::launch_lce_total(to_dtype(loss.scalar_type()), loss.const_data_ptr(),
+                                                 loss.numel(), count ? count->const_data_ptr() : nullptr,
+                                                 out.mutable_data_ptr(), stream_));
+  }
+
+ private:
+  const LceProblem* p_;
+  CublasMath math_;
+  lt::CallContext ctx_;
+  cudaStream_t stream_;
+};
+
+struct CudaScale {
+  cudaStream_t stream_;
+
+  void scale(const Tensor& out, const Tensor& saved, const Tensor& grad) const {
+    cuda::check_cuda(
+        kOp, cuda::launch_lce_scale(to_dtype(out.scalar_type()), saved.const_data_ptr(),
+                                    grad.const_data_ptr(), out.mutable_data_ptr(), out.numel(), stream_));
+  }
+};
+
+}  // namespace
+
+Tensor linear_cross_entropy_cuda(const Tensor& x, const Tensor& weight, const Tensor& target, OptTensor bias,
+                                 int64_t ignore_index, std::string reduction, double label_smoothing,
+                                 OptDouble softcap, int64_t cublas_math) {
+  const LceProblem p =
+      lce_problem(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap);
+  const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
+  CudaDevice dev(p, cublas_math);
+  return lce::loss(dev, p);
+}
+
+LceForward linear_cross_entropy_forward_cuda(const Tensor& x, const Tensor& weight, const Tensor& target,
+                                             OptTensor bias, int64_t ignore_index, std::string reduction,
+                                             double label_smoothing, OptDouble softcap,
+                                             std::vector<bool> mask, int64_t cublas_math) {
+  const LceProblem p =
+      lce_problem(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap);
+  const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
+  CudaDevice dev(p, cublas_math);
+  return lce::forward(dev, p, mask);
+}
+
+Grads3 linear_cross_entropy_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                          const Tensor& target, OptTensor bias, int64_t ignore_index,
+                                          std::string reduction, double label_smoothing, OptDouble softcap,
+                                          std::vector<bool> mask, int64_t cublas_math) {
+  const LceProblem p =
+      lce_problem(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap);
+  const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
+  CudaDevice dev(p, cublas_math);
+  return lce::backward(dev, p, grad, mask);
+}
+
+Tensor linear_cross_entropy_scale_cuda(const Tensor& grad, const Tensor& saved, ScalarType dtype) {
+  const torch::stable::accelerator::DeviceGuard guard(saved.get_device_index());
+  CudaScale dev{cuda::current_stream(saved)};
+  return lce::scale(dev, grad, saved, dtype);
+}
+
+}  // namespace fusedops

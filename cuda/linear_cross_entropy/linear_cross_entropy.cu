@@ -1,0 +1,180 @@
+// fusedops.linear_cross_entropy's kernels: a chunk's tokens, one block each
+// (log-sum-exp, loss, gradient at the logits), the count of targets, the total
+// loss and the bias gradient's column sums, in fixed orders (cub's block
+// reductions of a fixed block size): the same bits every call.
+#include <cub/block/block_reduce.cuh>
+
+#include "cuda/common/common.cuh"
+#include "cuda/linear_cross_entropy/linear_cross_entropy.h"
+
+namespace fusedops::cuda {
+namespace {
+
+// What a row's threads reduce: the online log-sum-exp, the sum of the logits
+// and the target's logit (one thread holds it, the others add 0).
+template <typename A>
+struct RowPart {
+  LseSum<A> lse;
+  A sum, target;
+};
+
+struct MergeRowParts {
+  template <typename A>
+  __device__ RowPart<A> operator()(const RowPart<A>& a, const RowPart<A>& b) const {
+    RowPart<A> out = a;
+    out.lse.merge(b.lse);
+    out.sum += b.sum;
+    out.target += b.target;
+    return out;
+  }
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) rows_kernel(LceRows r) {
+  using A = opmath_t<T>;
+  const int64_t row = blockIdx.x;
+  const LceMath& m = r.math;
+  const int64_t t = r.target[row];
+  const A* z = static_cast<const A*>(r.logits) + row * r.ld;
+  const A* bias = static_cast<const A*>(r.bias);
+  T* dl = r.dlogits != nullptr ? static_cast<T*>(r.dlogits) + row * r.ld : nullptr;
+  if (!lce_counts(t, m)) {  // the whole block takes this branch
+    if (threadIdx.x == 0) static_cast<A*>(r.loss)[row] = A(0);
+    if (dl != nullptr) {
+      for (int64_t j = threadIdx.x; j < m.vocab; j += kThreads) dl[j] = from_opmath<T>(A(0));
+    }
+    return;
+  }
+  const A cap = A(m.softcap);
+  const auto value = [&](int64_t j) { return lce_capped(z[j] + (bias != nullptr ? bias[j] : A(0)), cap); };
+  RowPart<A> part{{}, A(0), A(0)};
+  for (int64_t j = threadIdx.x; j < m.vocab; j += kThreads) {
+    const A v = value(j);
+    part.lse.add(v);
+    part.sum += v;
+    if (j == t) part.target = v;
+  }
+  using Reduce = cub::BlockReduce<RowPart<A>, kThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  __shared__ A shared_lse;
+  const RowPart<A> total = Reduce(temp).Reduce(part, MergeRowParts{});
+  const bool in_range = lce_in_range(t, m);
+  if (threadIdx.x == 0) {
+    shared_lse = total.lse.lse();
+    static_cast<A*>(r.loss)[row] = in_range ? lce_loss(shared_lse, total.target, total.sum, m) : A(NAN);
+  }
+  // Every read of pass 1 is done before pass 2 writes (dl may be z itself).
+  __syncthreads();
+  if (dl == nullptr) return;
+  const A lse = shared_lse;
+  A w = r.grad != nullptr ? static_cast<const A*>(r.grad)[row * r.grad_stride] : A(1);
+  if (r.scale != nullptr) w *= *static_cast<const A*>(r.scale);
+  for (int64_t j = threadIdx.x; j < m.vocab; j += kThreads) {
+    dl[j] = from_opmath<T>(in_range ? lce_grad(value(j), lse, j == t, w, m) : A(NAN));
+  }
+}
+
+template <typename A>
+__global__ void __launch_bounds__(kThreads) count_kernel(const int64_t* __restrict__ target, int64_t n,
+                                                         int64_t ignore_index, A* __restrict__ counts) {
+  int64_t count = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) count += target[i] != ignore_index;
+  using Reduce = cub::BlockReduce<int64_t, kThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  const int64_t total = Reduce(temp).Sum(count);
+  if (threadIdx.x == 0) {
+    counts[0] = A(total);
+    counts[1] = A(1) / A(total);
+  }
+}
+
+template <typename A>
+__global__ void __launch_bounds__(kThreads)
+    total_kernel(const A* __restrict__ loss, int64_t n, const A* __restrict__ count, A* __restrict__ out) {
+  A sum = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) sum += loss[i];
+  using Reduce = cub::BlockReduce<A, kThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  const A total = Reduce(temp).Sum(sum);
+  if (threadIdx.x == 0) *out = count != nullptr ? total / *count : total;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    column_sums_kernel(const T* __restrict__ dl, int64_t rows, int64_t cols, int64_t ld,
+                       opmath_t<T>* __restrict__ acc, bool accumulate) {
+  const int64_t j = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (j >= cols) return;
+  opmath_t<T> sum = 0;
+  for (int64_t i = 0; i < rows; ++i) sum += to_opmath(dl[i * ld + j]);
+  acc[j] = accumulate ? acc[j] + sum : sum;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    scale_kernel(const opmath_t<T>* __restrict__ acc, const opmath_t<T>* __restrict__ factor,
+                 T* __restrict__ out, int64_t n) {
+  const opmath_t<T> f = *factor;
+  const int64_t stride = int64_t(gridDim.x) * kThreads;
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
+    out[i] = from_opmath<T>(acc[i] * f);
+  }
+}
+
+// Runs body.template operator()<A>() with A the opmath type of `dtype`.
+template <typename Body>
+cudaError_t dispatch_opmath(DType dtype, Body&& body) {
+  if (dtype == DType::Float64) return body.template operator()<double>();
+  return body.template operator()<float>();
+}
+
+}  // namespace
+
+cudaError_t launch_lce_rows(const LceRows& r, cudaStream_t stream) {
+  if (r.rows == 0) return cudaSuccess;
+  return dispatch_dtype(r.dtype, [&]<typename T>() {
+    rows_kernel<T><<<static_cast<unsigned>(r.rows), kThreads, 0, stream>>>(r);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_lce_count(DType dtype, const int64_t* target, int64_t n, int64_t ignore_index,
+                             void* counts, cudaStream_t stream) {
+  return dispatch_opmath(dtype, [&]<typename A>() {
+    count_kernel<A><<<1, kThreads, 0, stream>>>(target, n, ignore_index, static_cast<A*>(counts));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_lce_total(DType dtype, const void* loss, int64_t n, const void* count, void* out,
+                             cudaStream_t stream) {
+  return dispatch_opmath(dtype, [&]<typename A>() {
+    total_kernel<A><<<1, kThreads, 0, stream>>>(static_cast<const A*>(loss), n, static_cast<const A*>(count),
+                                                static_cast<A*>(out));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_lce_column_sums(DType dtype, const void* dlogits, int64_t rows, int64_t cols, int64_t ld,
+                                   void* acc, bool accumulate, cudaStream_t stream) {
+  if (cols == 0) return cudaSuccess;
+  return dispatch_dtype(dtype, [&]<typename T>() {
+    column_sums_kernel<T><<<work_grid(cols), kThreads, 0, stream>>>(
+        static_cast<const T*>(dlogits), rows, cols, ld, static_cast<opmath_t<T>*>(acc), accumulate);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_lce_scale(DType dtype, const void* acc, const void* factor, void* out, int64_t n,
+                             cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return dispatch_dtype(dtype, [&]<typename T>() {
+    const unsigned blocks = std::min<unsigned>(work_grid(n), 65535u);
+    scale_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<const opmath_t<T>*>(acc),
+                                                     static_cast<const opmath_t<T>*>(factor),
+                                                     static_cast<T*>(out), n);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace fusedops::cuda
