@@ -52,7 +52,7 @@ KINDS = {
              "fusedops::_linear"),
     "attention": ("flash", "fmha", "attention", "sdpa", "cudnn"),
     "optimizer": ("adam", "multi_tensor", "foreach"),
-    "loss": ("cross_entropy", "log_softmax", "logsoftmax", "nll_loss"),
+    "loss": ("cross_entropy", "log_softmax", "logsoftmax", "nll_loss", "lcerows"),  # lcerows: fusedops' loss rows
 }
 OTHER = "memory-bound"
 
