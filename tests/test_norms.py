@@ -197,17 +197,17 @@ def test_double_backward_raises(device):
 
 BAD = [
     (lambda x, w: fusedops.rms_norm(x, w[1:]), r"fusedops.rms_norm: weight must be 1-D of x's last size \(8\)"),
-    (lambda x, w: fusedops.rms_norm(x, w.half()), r"fusedops.rms_norm: weight must have x's dtype \(float32\), "
+    (lambda x, w: fusedops.rms_norm(x, w.half()), r"fusedops.rms_norm: weight must have the same dtype as x \(float32\), "
                                                   "got float16"),
     (lambda x, w: fusedops.rms_norm(x.bfloat16(), w.half()),
-     r"fusedops.rms_norm: weight must have x's dtype \(bfloat16\) or float32, got float16"),
+     r"fusedops.rms_norm: weight must have the same dtype as x \(bfloat16\) or float32, got float16"),
     (lambda x, w: fusedops.rms_norm(x[0, 0], None), "fusedops.rms_norm: x must have at least 1 dimension"),
     (lambda x, w: fusedops.rms_norm(x.int(), None), "fusedops.rms_norm: x must have a floating dtype"),
     (lambda x, w: fusedops.add_rms_norm(x, x[:1], w), r"fusedops.add_rms_norm: residual of shape \[1, 8\] must "
                                                       r"have x's shape \[3, 8\]"),
     (lambda x, w: fusedops.add_rms_norm(x, x.double(), w), "fusedops.add_rms_norm: residual must have the same "
                                                            r"dtype as x \(float32\), got float64"),
-    (lambda x, w: fusedops.layer_norm(x, w, w.double()), r"fusedops.layer_norm: bias must have x's dtype"),
+    (lambda x, w: fusedops.layer_norm(x, w, w.double()), r"fusedops.layer_norm: bias must have the same dtype as x"),
     (lambda x, w: fusedops.layer_norm(x.half(), w, w.half()),
      r"fusedops.layer_norm: bias must have the same dtype as weight \(float32\), got float16"),
     (lambda x, w: fusedops.add_layer_norm(x, x, w, w[None]), r"fusedops.add_layer_norm: bias must be 1-D"),

@@ -113,6 +113,18 @@ inline torch::autograd::SavedVariable save_output(const Tensor& out) {
 
 inline Tensor unpack(const torch::autograd::SavedVariable& saved) { return saved.unpack(); }
 
+// An output saved as SavedVariable(out, true) (after set_history), unpacked
+// with `node`, its grad_fn: where the backward is itself differentiated
+// (create_graph=True), the output keeps its place in the graph, which
+// save_output's detached alias does not.
+inline Tensor unpack_output(const torch::autograd::SavedVariable& saved, torch::autograd::Node* node) {
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 13
+  return saved.unpack(node->shared_from_this());
+#else
+  return saved.unpack(c10::intrusive_ptr<torch::autograd::Node>::reclaim_copy(node));
+#endif
+}
+
 // Where an op's kernels are registered: its C++ autograd at AutogradCPU and
 // AutogradCUDA (more specific than the Autograd key Python's
 // register_autograd uses, so no load order can make Python's win), and

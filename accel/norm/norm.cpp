@@ -1,8 +1,8 @@
-// The C++ autograd of the normalization ops (rms_norm, add_rms_norm,
-// layer_norm, add_layer_norm) and the C entries of rms_norm and layer_norm.
+// The C++ autograd and the C entries of the normalization ops (rms_norm,
+// add_rms_norm, layer_norm, add_layer_norm).
 // One node serves the four: it saves x (summed for the add_ ops), the weight
 // and the forward's per-row statistics (rstd; layer_norm also mean), nothing
-// else of x's size, and calls the family's backward op, which adds the
+// else of x's size, and calls its op's backward op, which adds the
 // gradient arriving at summed into x's; x and residual get that same gradient.
 #include "accel/common/accel.h"
 #include "accel/common/python.h"
@@ -39,9 +39,13 @@ struct NormBackward final : torch::autograd::Node {
 
   size_t params_at() const { return add ? 2 : 1; }
 
+  // x, or the output summed for the add_ ops.
+  Tensor saved_x() { return add ? unpack_output(x, this) : unpack(x); }
+
   variable_list apply(variable_list&& grads) override {
     const Tensor grad = grads[0];
-    const Tensor grad_summed = add ? grads[1] : Tensor();
+    // summed has no history where neither x nor residual requires grad.
+    const Tensor grad_summed = add && grads.size() > 1 ? grads[1] : Tensor();
     variable_list out(params_at() + (center ? 2 : 1));
     const bool want_x = task_should_compute_output(0) || (add && task_should_compute_output(1));
     const bool want_w = has_weight && task_should_compute_output(params_at());
@@ -62,18 +66,22 @@ struct NormBackward final : torch::autograd::Node {
   }
 
   Triple rms_backward(const Tensor& grad, const Tensor& grad_summed, std::array<bool, 2> mask) {
-    static const auto backward = fusedops_op<RmsBackwardSignature>("_rms_norm_backward");
+    static const auto rms = fusedops_op<RmsBackwardSignature>("_rms_norm_backward");
+    static const auto add_rms = fusedops_op<RmsBackwardSignature>("_add_rms_norm_backward");
+    const auto& backward = add ? add_rms : rms;
     auto [gx, gw] = backward_call([&] {
-      return backward.call(grad, unpack(x), defined_or_none(unpack(weight)), unpack(rstd), offset,
+      return backward.call(grad, saved_x(), defined_or_none(unpack(weight)), unpack(rstd), offset,
                            defined_or_none(grad_summed), mask);
     });
     return {gx, gw, Tensor()};
   }
 
   Triple layer_backward(const Tensor& grad, const Tensor& grad_summed, std::array<bool, 3> mask) {
-    static const auto backward = fusedops_op<LayerBackwardSignature>("_layer_norm_backward");
+    static const auto layer = fusedops_op<LayerBackwardSignature>("_layer_norm_backward");
+    static const auto add_layer = fusedops_op<LayerBackwardSignature>("_add_layer_norm_backward");
+    const auto& backward = add ? add_layer : layer;
     return backward_call([&] {
-      return backward.call(grad, unpack(x), defined_or_none(unpack(weight)), unpack(mean), unpack(rstd),
+      return backward.call(grad, saved_x(), defined_or_none(unpack(weight)), unpack(mean), unpack(rstd),
                            defined_or_none(grad_summed), mask);
     });
   }
@@ -137,8 +145,8 @@ Pair add_rms_norm_autograd(c10::DispatchKeySet keys, const Tensor& x, const Tens
   auto node = make_norm_node(x, residual, weight, std::nullopt, false, offset);
   auto [out, summed, rstd] = below_autograd([&] { return forward.call(x, residual, weight, eps, offset); });
   torch::autograd::set_history(out, node);
-  torch::autograd::set_history(summed, node);
-  node->x = save_output(summed);
+  if (torch::autograd::compute_requires_grad(x, residual)) torch::autograd::set_history(summed, node);
+  node->x = SavedVariable(summed, true);
   node->rstd = SavedVariable(rstd, false);
   return {out, summed};
 }
@@ -174,8 +182,8 @@ Pair add_layer_norm_autograd(c10::DispatchKeySet keys, const Tensor& x, const Te
   auto [out, summed, mean, rstd] =
       below_autograd([&] { return forward.call(x, residual, weight, bias, eps); });
   torch::autograd::set_history(out, node);
-  torch::autograd::set_history(summed, node);
-  node->x = save_output(summed);
+  if (torch::autograd::compute_requires_grad(x, residual)) torch::autograd::set_history(summed, node);
+  node->x = SavedVariable(summed, true);
   node->mean = SavedVariable(mean, false);
   node->rstd = SavedVariable(rstd, false);
   return {out, summed};
@@ -216,6 +224,34 @@ PyObject* layer_norm_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t
   });
 }
 
+// add_rms_norm(x, residual, weight, eps, offset)'s C entry.
+PyObject* add_rms_norm_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
+  OptTensor weight;
+  double eps = 0.0, offset = 0.0;
+  if (n != 5 || !plain_tensors({args[0], args[1]}) || !optional_tensor(args[2], weight) ||
+      !number(args[3], eps) || !number(args[4], offset)) {
+    return call_fallback(fallback, args, n);
+  }
+  return run_op([&, x = tensor_of(args[0]), residual = tensor_of(args[1])] {
+    static const auto op = fusedops_op<AddRmsSignature>("add_rms_norm");
+    return op.call(x, residual, weight, eps, offset);
+  });
+}
+
+// add_layer_norm(x, residual, weight, bias, eps)'s C entry.
+PyObject* add_layer_norm_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
+  OptTensor weight, bias;
+  double eps = 0.0;
+  if (n != 5 || !plain_tensors({args[0], args[1]}) || !optional_tensor(args[2], weight) ||
+      !optional_tensor(args[3], bias) || !number(args[4], eps)) {
+    return call_fallback(fallback, args, n);
+  }
+  return run_op([&, x = tensor_of(args[0]), residual = tensor_of(args[1])] {
+    static const auto op = fusedops_op<AddLayerSignature>("add_layer_norm");
+    return op.call(x, residual, weight, bias, eps);
+  });
+}
+
 }  // namespace
 
 FUSEDOPS_ACCEL_OP(rms_norm, register_rms_norm);
@@ -224,5 +260,7 @@ FUSEDOPS_ACCEL_OP(layer_norm, register_layer_norm);
 FUSEDOPS_ACCEL_OP(add_layer_norm, register_add_layer_norm);
 FUSEDOPS_ACCEL_ENTRY(rms_norm, rms_norm_entry);
 FUSEDOPS_ACCEL_ENTRY(layer_norm, layer_norm_entry);
+FUSEDOPS_ACCEL_ENTRY(add_rms_norm, add_rms_norm_entry);
+FUSEDOPS_ACCEL_ENTRY(add_layer_norm, add_layer_norm_entry);
 
 }  // namespace fusedops::accel

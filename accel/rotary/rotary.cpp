@@ -25,13 +25,10 @@ struct RotaryBackward final : torch::autograd::Node {
       return task_should_compute_output(i) && grads[i].defined() ? OptTensor(grads[i]) : std::nullopt;
     };
     const OptTensor grad_q = given(0), grad_k = given(1);
-    variable_list out(2);
-    if (!grad_q && !grad_k) return out;
-    auto [q, k] =
+    if (!grad_q && !grad_k) return variable_list(2);
+    auto computed =
         backward_call([&] { return backward.call(grad_q, grad_k, unpack(cos), unpack(sin), interleaved); });
-    if (grad_q) out[0] = std::move(q);
-    if (grad_k) out[1] = std::move(k);
-    return out;
+    return requested(std::move(computed), {grad_q.has_value(), grad_k.has_value()});
   }
   void release_variables() override {
     cos.reset_data();

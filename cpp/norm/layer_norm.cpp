@@ -57,11 +57,12 @@ FUSEDOPS_OP(kAddLayerNorm,
             "-> (Tensor, Tensor, Tensor, Tensor)",
             add_layer_norm_forward<kNormCpu>, add_layer_norm_forward<kNormCuda>)
 
-template <const NormBackend& B>
-std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad, const Tensor& x, OptTensor weight,
-                                                       const Tensor& mean, const Tensor& rstd,
-                                                       OptTensor grad_summed, std::vector<bool> mask) {
-  const std::vector<Tensor> g = norm_backward({.op = kLayerNorm,
+// The backward of layer_norm and of add_layer_norm (x: summed), errors named kOp.
+template <const char* kOp, const NormBackend& B>
+std::tuple<Tensor, Tensor, Tensor> layer_backward(const Tensor& grad, const Tensor& x, OptTensor weight,
+                                                  const Tensor& mean, const Tensor& rstd,
+                                                  OptTensor grad_summed, std::vector<bool> mask) {
+  const std::vector<Tensor> g = norm_backward({.op = kOp,
                                                .grad = grad,
                                                .saved_x = x,
                                                .weight = weight,
@@ -73,10 +74,29 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad, const
                                               B);
   return {g[0], g[1], g[2]};
 }
+
+template <const NormBackend& B>
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad, const Tensor& x, OptTensor weight,
+                                                       const Tensor& mean, const Tensor& rstd,
+                                                       OptTensor grad_summed, std::vector<bool> mask) {
+  return layer_backward<kLayerNorm, B>(grad, x, weight, mean, rstd, grad_summed, mask);
+}
 FUSEDOPS_OP(kLayerNorm,
             "_layer_norm_backward(Tensor grad, Tensor x, Tensor? weight, Tensor mean, Tensor rstd, "
             "Tensor? grad_summed, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
             layer_norm_backward<kNormCpu>, layer_norm_backward<kNormCuda>)
+
+template <const NormBackend& B>
+std::tuple<Tensor, Tensor, Tensor> add_layer_norm_backward(const Tensor& grad, const Tensor& x,
+                                                           OptTensor weight, const Tensor& mean,
+                                                           const Tensor& rstd, OptTensor grad_summed,
+                                                           std::vector<bool> mask) {
+  return layer_backward<kAddLayerNorm, B>(grad, x, weight, mean, rstd, grad_summed, mask);
+}
+FUSEDOPS_OP(kAddLayerNorm,
+            "_add_layer_norm_backward(Tensor grad, Tensor x, Tensor? weight, Tensor mean, Tensor rstd, "
+            "Tensor? grad_summed, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+            add_layer_norm_backward<kNormCpu>, add_layer_norm_backward<kNormCuda>)
 
 }  // namespace
 }  // namespace fusedops

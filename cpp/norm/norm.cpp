@@ -26,8 +26,9 @@ void check_device(const char* op, const char* arg, const Tensor& t, const Tensor
 void check_param(const char* op, const char* arg, const Tensor& p, const Tensor& x) {
   check_floating(op, arg, p);
   const ScalarType xt = x.scalar_type(), pt = p.scalar_type();
-  FUSEDOPS_CHECK(pt == xt || (half_type(xt) && pt == ScalarType::Float), op, arg, " must have x's dtype (",
-                 dtype_name(xt), half_type(xt) ? ") or float32" : ")", ", got ", dtype_name(pt));
+  FUSEDOPS_CHECK(pt == xt || (half_type(xt) && pt == ScalarType::Float), op, arg,
+                 " must have the same dtype as x (", dtype_name(xt), half_type(xt) ? ") or float32" : ")",
+                 ", got ", dtype_name(pt));
   check_device(op, arg, p, x);
   FUSEDOPS_CHECK(p.dim() == 1 && p.size(0) == x.size(-1), op, arg, " must be 1-D of x's last size (",
                  x.size(-1), "), got shape ", ShapeText{p.sizes()});

@@ -10,12 +10,14 @@
 //   _rms_norm_forward(x, weight, eps, offset) -> (out, rstd)
 //   _add_rms_norm_forward(x, residual, weight, eps, offset) -> (out, summed, rstd)
 //   _rms_norm_backward(grad, x, weight, rstd, offset, grad_summed, output_mask) -> (grad_x, grad_weight)
+//   _add_rms_norm_backward(the same, x: summed)
 //   layer_norm(x, weight, bias, eps) -> out
 //   add_layer_norm(x, residual, weight, bias, eps) -> (out, summed)
 //   _layer_norm_forward(x, weight, bias, eps) -> (out, mean, rstd)
 //   _add_layer_norm_forward(x, residual, weight, bias, eps) -> (out, summed, mean, rstd)
 //   _layer_norm_backward(grad, x, weight, mean, rstd, grad_summed, output_mask)
 //       -> (grad_x, grad_weight, grad_bias)
+//   _add_layer_norm_backward(the same, x: summed)
 // summed = x + residual in x's dtype, which the add_ ops normalize and their
 // backward reads as x; grad_summed (the gradient arriving at summed) is added
 // to grad_x, which is then the gradient of both x and residual. mean and rstd

@@ -131,17 +131,20 @@ void norm_backward_cpu(const NormBackwardArgs& a) {
     A* pw = static_cast<A*>(a.partial_weight);
     A* pb = static_cast<A*>(a.partial_bias);
     // Block b: rows [b * rows / blocks, (b + 1) * rows / blocks), its sums in row b of the partials.
-    cpu::parallel_for(a.blocks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t b = begin; b < end; ++b) {
-        A* bw = pw != nullptr ? pw + b * a.cols : nullptr;
-        A* bb = pb != nullptr ? pb + b * a.cols : nullptr;
-        for (int64_t j = 0; j < a.cols; ++j) {
-          if (bw != nullptr) bw[j] = 0;
-          if (bb != nullptr) bb[j] = 0;
-        }
-        backward_rows<T, W>(a, b * a.rows / a.blocks, (b + 1) * a.rows / a.blocks, bw, bb);
-      }
-    });
+    // About 16k elements a task, as the forward: tiny calls stay on this thread.
+    const int64_t block_elements = std::max<int64_t>(1, a.rows / a.blocks * a.cols);
+    cpu::parallel_for(a.blocks, std::max<int64_t>(1, 16384 / block_elements),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t b = begin; b < end; ++b) {
+                          A* bw = pw != nullptr ? pw + b * a.cols : nullptr;
+                          A* bb = pb != nullptr ? pb + b * a.cols : nullptr;
+                          for (int64_t j = 0; j < a.cols; ++j) {
+                            if (bw != nullptr) bw[j] = 0;
+                            if (bb != nullptr) bb[j] = 0;
+                          }
+                          backward_rows<T, W>(a, b * a.rows / a.blocks, (b + 1) * a.rows / a.blocks, bw, bb);
+                        }
+                      });
     if (pw != nullptr) sum_blocks(pw, a.blocks, a.cols, static_cast<W*>(a.grad_weight));
     if (pb != nullptr) sum_blocks(pb, a.blocks, a.cols, static_cast<W*>(a.grad_bias));
   });

@@ -50,11 +50,12 @@ FUSEDOPS_OP(kAddRmsNorm,
             "-> (Tensor, Tensor, Tensor)",
             add_rms_norm_forward<kNormCpu>, add_rms_norm_forward<kNormCuda>)
 
-template <const NormBackend& B>
-std::tuple<Tensor, Tensor> rms_norm_backward(const Tensor& grad, const Tensor& x, OptTensor weight,
-                                             const Tensor& rstd, double offset, OptTensor grad_summed,
-                                             std::vector<bool> mask) {
-  const std::vector<Tensor> g = norm_backward({.op = kRmsNorm,
+// The backward of rms_norm and of add_rms_norm (x: summed), errors named kOp.
+template <const char* kOp, const NormBackend& B>
+std::tuple<Tensor, Tensor> rms_backward(const Tensor& grad, const Tensor& x, OptTensor weight,
+                                        const Tensor& rstd, double offset, OptTensor grad_summed,
+                                        std::vector<bool> mask) {
+  const std::vector<Tensor> g = norm_backward({.op = kOp,
                                                .grad = grad,
                                                .saved_x = x,
                                                .weight = weight,
@@ -65,10 +66,28 @@ std::tuple<Tensor, Tensor> rms_norm_backward(const Tensor& grad, const Tensor& x
                                               B);
   return {g[0], g[1]};
 }
+
+template <const NormBackend& B>
+std::tuple<Tensor, Tensor> rms_norm_backward(const Tensor& grad, const Tensor& x, OptTensor weight,
+                                             const Tensor& rstd, double offset, OptTensor grad_summed,
+                                             std::vector<bool> mask) {
+  return rms_backward<kRmsNorm, B>(grad, x, weight, rstd, offset, grad_summed, mask);
+}
 FUSEDOPS_OP(kRmsNorm,
             "_rms_norm_backward(Tensor grad, Tensor x, Tensor? weight, Tensor rstd, float offset, "
             "Tensor? grad_summed, bool[2] output_mask) -> (Tensor, Tensor)",
             rms_norm_backward<kNormCpu>, rms_norm_backward<kNormCuda>)
+
+template <const NormBackend& B>
+std::tuple<Tensor, Tensor> add_rms_norm_backward(const Tensor& grad, const Tensor& x, OptTensor weight,
+                                                 const Tensor& rstd, double offset, OptTensor grad_summed,
+                                                 std::vector<bool> mask) {
+  return rms_backward<kAddRmsNorm, B>(grad, x, weight, rstd, offset, grad_summed, mask);
+}
+FUSEDOPS_OP(kAddRmsNorm,
+            "_add_rms_norm_backward(Tensor grad, Tensor x, Tensor? weight, Tensor rstd, float offset, "
+            "Tensor? grad_summed, bool[2] output_mask) -> (Tensor, Tensor)",
+            add_rms_norm_backward<kNormCpu>, add_rms_norm_backward<kNormCuda>)
 
 }  // namespace
 }  // namespace fusedops

@@ -1,3 +1,4 @@
+// fusedops.add's CUDA kernels: the shared elementwise kernels with a + b.
 #include "cuda/add/add.h"
 #include "cuda/common/elementwise.cuh"
 
@@ -6,8 +7,8 @@ namespace {
 
 struct AddOp {
   template <typename A>
-  __device__ __forceinline__ A operator()(A x, A y) const {
-    return x + y;
+  __device__ __forceinline__ void operator()(const A (&in)[2], A (&out)[1]) const {
+    out[0] = in[0] + in[1];
   }
 };
 
@@ -16,8 +17,8 @@ struct AddOp {
 cudaError_t launch_add(DType dtype, void* out, const void* a, const void* b, const StridedLayout<3>& layout,
                        int64_t numel, cudaStream_t stream) {
   return dispatch_dtype(dtype, [&]<typename T>() {
-    return launch_binary(static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), layout,
-                         numel, stream, AddOp{});
+    const Operands<T, 1, 2> p{{static_cast<T*>(out)}, {static_cast<const T*>(a), static_cast<const T*>(b)}};
+    return launch_elementwise(p, layout, numel, stream, AddOp{});
   });
 }
 

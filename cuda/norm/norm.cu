@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) backward_held_kernel(NormBac
         sum_gw += gw[i][e];
         sum_gwx += gw[i][e] * xhat[i][e];
         dw[i][e] += g[e] * xhat[i][e];
-        db[i][e] += g[e];
+        if constexpr (kCenter) db[i][e] += g[e];  // rms_norm has no bias
       }
     }
     const A mean_gwx = group_allreduce(sum_gwx, smem) / A(b.cols);

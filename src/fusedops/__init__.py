@@ -11,8 +11,8 @@ from typing import Any
 from . import _loader
 
 __all__ = [
-    "__version__", "add", "add_layer_norm", "add_rms_norm", "build_info", "layer_norm", "linear",
-    "linear_cross_entropy", "nn", "patch", "rms_norm", "rotary", "scale_bias_clamp",
+    "__version__", "add", "add_layer_norm", "add_rms_norm", "build_info", "geglu", "layer_norm", "linear",
+    "linear_cross_entropy", "nn", "patch", "rms_norm", "rotary", "scale_bias_clamp", "swiglu",
 ]
 
 
@@ -37,10 +37,12 @@ from . import nn  # noqa: E402
 from .ops.add import add  # noqa: E402
 from .ops.add_layer_norm import add_layer_norm  # noqa: E402
 from .ops.add_rms_norm import add_rms_norm  # noqa: E402
+from .ops.geglu import geglu  # noqa: E402
 from .ops.layer_norm import layer_norm  # noqa: E402
 from .ops.linear import linear  # noqa: E402
 from .ops.linear_cross_entropy import linear_cross_entropy  # noqa: E402
 from .ops.rms_norm import rms_norm  # noqa: E402
 from .ops.rotary import rotary  # noqa: E402
 from .ops.scale_bias_clamp import scale_bias_clamp  # noqa: E402
+from .ops.swiglu import swiglu  # noqa: E402
 from .patching import patch  # noqa: E402

@@ -104,30 +104,40 @@ def _public_call(op: str, options: dict) -> Callable:
 _CHECK_TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4, torch.float64: 1e-10}
 
 
+def _outputs(result) -> tuple[torch.Tensor, ...]:
+    """An op's result as a tuple of outputs (rotary has two)."""
+    return result if isinstance(result, tuple) else (result,)
+
+
 def _check_one(ours: Callable, reference: Callable, inputs: dict, bounds: tuple) -> tuple[bool, bool]:
     """(forward matches, backward matches) of `ours` against `reference` computed
-    in float64 from the same inputs. Gradients are compared away from the clamp
-    `bounds`, where rounding may legitimately put an element on either side."""
+    in float64 from the same inputs, output by output. Gradients are compared
+    away from the clamp `bounds`, where rounding may legitimately put an element
+    on either side."""
     dtype = next(iter(inputs.values())).dtype
     tol = _CHECK_TOLERANCE[dtype]
     leaves = {k: v.detach().clone().requires_grad_() for k, v in inputs.items()}
     ref_leaves = {k: v.detach().double().requires_grad_() for k, v in inputs.items()}
-    out = ours(**leaves)
-    expected = reference(**ref_leaves)
-    # The result's dtype is the reference's in the inputs' dtype (a loss is float32 for the half types).
+    outs = _outputs(ours(**leaves))
+    expected = _outputs(reference(**ref_leaves))
+    # Each result's dtype is the reference's in the inputs' dtype (a loss is float32 for the half types).
     with torch.no_grad():
-        result_dtype = reference(**inputs).dtype
-    forward_ok = out.dtype == result_dtype and torch.allclose(out.double(), expected, rtol=tol, atol=tol)
-    # Where the result is a clamp bound, the reference's gradient is decided in
-    # float64 and ours in `dtype`: leave elements near a bound out.
-    free = torch.ones_like(expected, dtype=torch.bool)
-    for bound in bounds:
-        free &= (expected.detach() - bound).abs() > 4 * tol
-    # Both sides get the same incoming gradient, rounded to `dtype` once: a sum of
-    # thousands of unrounded values differs from ours by more than `tol` at times.
-    grad_out = (torch.randn_like(expected) * free).to(dtype)
-    grads = torch.autograd.grad(out, list(leaves.values()), grad_out)
-    ref_grads = torch.autograd.grad(expected, list(ref_leaves.values()), grad_out.double())
+        result_dtypes = [r.dtype for r in _outputs(reference(**inputs))]
+    forward_ok = len(outs) == len(expected) and all(
+        out.dtype == d and torch.allclose(out.double(), e, rtol=tol, atol=tol)
+        for out, e, d in zip(outs, expected, result_dtypes, strict=True))
+    grad_outs = []
+    for e in expected:
+        # Where the result is a clamp bound, the reference's gradient is decided in
+        # float64 and ours in `dtype`: leave elements near a bound out.
+        free = torch.ones_like(e, dtype=torch.bool)
+        for bound in bounds:
+            free &= (e.detach() - bound).abs() > 4 * tol
+        # Both sides get the same incoming gradient, rounded to `dtype` once: a sum of
+        # thousands of unrounded values differs from ours by more than `tol` at times.
+        grad_outs.append((torch.randn_like(e) * free).to(dtype))
+    grads = torch.autograd.grad(outs, list(leaves.values()), grad_outs)
+    ref_grads = torch.autograd.grad(expected, list(ref_leaves.values()), [g.double() for g in grad_outs])
     backward_ok = all(g.shape == r.shape and torch.allclose(
         g.double(), r, rtol=tol, atol=tol * max(1.0, r.abs().max().item())) for g, r in zip(grads, ref_grads, strict=True))
     return bool(forward_ok), bool(backward_ok)

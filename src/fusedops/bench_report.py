@@ -17,7 +17,7 @@ from typing import Any
 
 # Fields that are measurements or derived from them, not part of a case.
 MEASURED = {"impl", "ms", "bytes", "flops", "GBs", "TFLOPs", "pct_of_ceiling", "ceiling", "fusedops_speedup",
-            "vs_eager", "vs_compile", "us_per_call"}
+            "vs_eager", "vs_compile", "us_per_call", "peak_GiB"}
 
 
 def case_key(row: dict[str, Any]) -> tuple:

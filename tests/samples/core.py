@@ -121,11 +121,13 @@ def outputs(result: Result) -> tuple[torch.Tensor, ...]:
 
 def grads(result, inputs, grad_out, create_graph=False):
     """The gradients of `result`'s outputs, for `grad_out` (one per output),
-    of the inputs that require grad."""
+    of the inputs that require grad. An output that depends on none of them
+    (a reference's rotary k_out when only q requires grad) adds nothing."""
     wrt = [t for t in inputs if t.requires_grad]
     if not wrt:
         return ()
-    return torch.autograd.grad(outputs(result), wrt, grad_out, create_graph=create_graph)
+    used = [(out, g) for out, g in zip(outputs(result), grad_out, strict=True) if out.requires_grad]
+    return torch.autograd.grad([out for out, _ in used], wrt, [g for _, g in used], create_graph=create_graph)
 
 
 def forward_backward(sample, inputs, grad_out):

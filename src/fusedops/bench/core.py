@@ -243,8 +243,11 @@ def host_rows(op: str, shape: list[int], inputs: tuple[torch.Tensor, ...], ours:
     requiring grad ("host fwd+bwd")."""
     leaves = tuple(t.detach().clone().requires_grad_() for t in inputs)
 
+    def loss(result):  # an op's one output, or the sum over its several
+        return sum(out.sum() for out in result) if isinstance(result, tuple) else result.sum()
+
     def train(f):
-        return lambda: torch.autograd.grad(f(*leaves).sum(), leaves)
+        return lambda: torch.autograd.grad(loss(f(*leaves)), leaves)
 
     kwargs = dict(calls=50 if quick else 200, rounds=5 if quick else 25)
     rows = []

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from .activation import GeGLU, SwiGLU
 from .elementwise import ScaleBiasClamp
 from .linear import Linear, LinearCrossEntropy
 from .norm import LayerNorm, RMSNorm
 
-__all__ = ["LayerNorm", "Linear", "LinearCrossEntropy", "RMSNorm", "ScaleBiasClamp"]
+__all__ = ["GeGLU", "LayerNorm", "Linear", "LinearCrossEntropy", "RMSNorm", "ScaleBiasClamp", "SwiGLU"]

@@ -20,7 +20,7 @@ def _check_param(op: str, arg: str, p: torch.Tensor, x: torch.Tensor) -> None:
     _checks.check_floating(op, arg, p)
     if p.dtype != x.dtype and not (x.dtype in HALF_TYPES and p.dtype == torch.float32):
         wide = " or float32" if x.dtype in HALF_TYPES else ""
-        _checks.fail(op, f"{arg} must have x's dtype ({_checks.dtype_name(x.dtype)}){wide}, "
+        _checks.fail(op, f"{arg} must have the same dtype as x ({_checks.dtype_name(x.dtype)}){wide}, "
                          f"got {_checks.dtype_name(p.dtype)}")
     if p.device != x.device:
         _checks.fail(op, f"{arg} must be on the same device as x ({x.device}), got {p.device}")
@@ -92,6 +92,14 @@ def set_needs_grad(ctx, inputs: int, params: tuple) -> None:
     needs = ctx.needs_input_grad
     ctx.needs_grad = (any(needs[:inputs]),
                       [p is not None and needs[inputs + i] for i, p in enumerate(params)])
+
+
+def summed_only_from_x(ctx, summed) -> None:
+    """summed = x + residual takes no gradient where neither needs one (only
+    the parameters do), as in PyTorch; grads() sees None for an unused output."""
+    ctx.set_materialize_grads(False)
+    if not ctx.needs_grad[0]:
+        ctx.mark_non_differentiable(summed)
 
 
 def no_double_backward(op: str):

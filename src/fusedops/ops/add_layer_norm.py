@@ -1,6 +1,6 @@
 """fusedops.add_layer_norm: shape functions, autograd and the public function.
-Its backward is layer_norm's (_layer_norm_backward on summed) with the
-gradient of summed added to x's.
+Its backward is layer_norm's kernels on summed, with the gradient of summed
+added to x's, as its own op _add_layer_norm_backward.
 
 Kernels: cpp/norm/ and cuda/norm/ (the ops are listed in cpp/norm/norm.h).
 """
@@ -15,6 +15,7 @@ from . import _norm, layer_norm
 _add_layer_norm = _autograd.direct(torch.ops.fusedops.add_layer_norm.default, "add_layer_norm")
 _add_layer_norm_nograd = _autograd.direct(torch.ops.fusedops._add_layer_norm_nograd.default)
 _add_layer_norm_forward = _autograd.direct(torch.ops.fusedops._add_layer_norm_forward.default)
+_add_layer_norm_backward = torch.ops.fusedops._add_layer_norm_backward.default
 CPP_AUTOGRAD = _autograd.cpp("add_layer_norm")
 
 
@@ -59,6 +60,7 @@ def _forward_fake(x, residual, weight, bias, eps):
 torch.library.register_fake("fusedops::add_layer_norm")(_fake)
 torch.library.register_fake("fusedops::_add_layer_norm_nograd")(_fake)
 torch.library.register_fake("fusedops::_add_layer_norm_forward")(_forward_fake)
+torch.library.register_fake("fusedops::_add_layer_norm_backward")(layer_norm._backward_fake)
 
 
 # ---- autograd -----------------------------------------------------------------------------
@@ -67,12 +69,12 @@ torch.library.register_fake("fusedops::_add_layer_norm_forward")(_forward_fake)
 def _setup(ctx, inputs, output, saved):
     _, residual, weight, bias, _ = inputs
     _norm.set_needs_grad(ctx, 2, (weight, bias))
-    ctx.set_materialize_grads(False)
+    _norm.summed_only_from_x(ctx, output[1])
     ctx.save_for_backward(output[1], weight, *saved)
 
 
 def _backward(ctx, grad, grad_summed):
-    grad_x, grad_weight, grad_bias = layer_norm.grads(ctx, grad, grad_summed, ctx.saved_tensors)
+    grad_x, grad_weight, grad_bias = layer_norm.grads(ctx, grad, grad_summed, ctx.saved_tensors, _add_layer_norm_backward)
     return grad_x, grad_x, grad_weight, grad_bias, None
 
 
@@ -85,6 +87,7 @@ def _setup_op(ctx, inputs, output):
     _, residual, weight, bias, eps = inputs
     _norm.set_needs_grad(ctx, 2, (weight, bias))
     ctx.eps = eps
+    _norm.summed_only_from_x(ctx, output[1])
     ctx.save_for_backward(output[1], weight, bias)
 
 
@@ -92,9 +95,12 @@ def _backward_op(ctx, grad, grad_summed):
     summed, weight, bias = ctx.saved_tensors
     with torch.no_grad():
         _, mean, rstd = layer_norm._layer_norm_forward(summed, weight, bias, ctx.eps)
-    grad_x, grad_weight, grad_bias = layer_norm.grads(ctx, grad, grad_summed, (summed, weight, mean, rstd))
+    grad_x, grad_weight, grad_bias = layer_norm.grads(ctx, grad, grad_summed, (summed, weight, mean, rstd),
+                                                        _add_layer_norm_backward)
     return grad_x, grad_x, grad_weight, grad_bias, None
 
 
 if not CPP_AUTOGRAD:  # else accel/norm/ registered it
     torch.library.register_autograd("fusedops::add_layer_norm", _backward_op, setup_context=_setup_op)
+torch.library.register_autograd("fusedops::_add_layer_norm_backward", _norm.no_double_backward("add_layer_norm"),
+                                setup_context=lambda ctx, inputs, output: None)

@@ -1,6 +1,6 @@
 """fusedops.add_rms_norm: shape functions, autograd and the public function.
-Its backward is rms_norm's (_rms_norm_backward on summed) with the gradient
-of summed added to x's.
+Its backward is rms_norm's kernels on summed, with the gradient of summed
+added to x's, as its own op _add_rms_norm_backward.
 
 Kernels: cpp/norm/ and cuda/norm/ (the ops are listed in cpp/norm/norm.h).
 """
@@ -15,6 +15,7 @@ from . import _norm, rms_norm
 _add_rms_norm = _autograd.direct(torch.ops.fusedops.add_rms_norm.default, "add_rms_norm")
 _add_rms_norm_nograd = _autograd.direct(torch.ops.fusedops._add_rms_norm_nograd.default)
 _add_rms_norm_forward = _autograd.direct(torch.ops.fusedops._add_rms_norm_forward.default)
+_add_rms_norm_backward = torch.ops.fusedops._add_rms_norm_backward.default
 CPP_AUTOGRAD = _autograd.cpp("add_rms_norm")
 
 
@@ -59,6 +60,7 @@ def _forward_fake(x, residual, weight, eps, offset):
 torch.library.register_fake("fusedops::add_rms_norm")(_fake)
 torch.library.register_fake("fusedops::_add_rms_norm_nograd")(_fake)
 torch.library.register_fake("fusedops::_add_rms_norm_forward")(_forward_fake)
+torch.library.register_fake("fusedops::_add_rms_norm_backward")(rms_norm._backward_fake)
 
 
 # ---- autograd -----------------------------------------------------------------------------
@@ -68,12 +70,12 @@ def _setup(ctx, inputs, output, saved):
     _, residual, weight, _, offset = inputs
     _norm.set_needs_grad(ctx, 2, (weight,))
     ctx.offset = offset
-    ctx.set_materialize_grads(False)
+    _norm.summed_only_from_x(ctx, output[1])
     ctx.save_for_backward(output[1], weight, *saved)
 
 
 def _backward(ctx, grad, grad_summed):
-    grad_x, grad_weight = rms_norm.grads(ctx, grad, grad_summed, ctx.saved_tensors)
+    grad_x, grad_weight = rms_norm.grads(ctx, grad, grad_summed, ctx.saved_tensors, _add_rms_norm_backward)
     return grad_x, grad_x, grad_weight, None, None
 
 
@@ -86,6 +88,7 @@ def _setup_op(ctx, inputs, output):
     _, residual, weight, eps, offset = inputs
     _norm.set_needs_grad(ctx, 2, (weight,))
     ctx.eps, ctx.offset = eps, offset
+    _norm.summed_only_from_x(ctx, output[1])
     ctx.save_for_backward(output[1], weight)
 
 
@@ -93,9 +96,11 @@ def _backward_op(ctx, grad, grad_summed):
     summed, weight = ctx.saved_tensors
     with torch.no_grad():
         _, rstd = rms_norm._rms_norm_forward(summed, weight, ctx.eps, ctx.offset)
-    grad_x, grad_weight = rms_norm.grads(ctx, grad, grad_summed, (summed, weight, rstd))
+    grad_x, grad_weight = rms_norm.grads(ctx, grad, grad_summed, (summed, weight, rstd), _add_rms_norm_backward)
     return grad_x, grad_x, grad_weight, None, None
 
 
 if not CPP_AUTOGRAD:  # else accel/norm/ registered it
     torch.library.register_autograd("fusedops::add_rms_norm", _backward_op, setup_context=_setup_op)
+torch.library.register_autograd("fusedops::_add_rms_norm_backward", _norm.no_double_backward("add_rms_norm"),
+                                setup_context=lambda ctx, inputs, output: None)

@@ -1,6 +1,5 @@
-"""fusedops.layer_norm: shape functions, autograd and the public function (the
-internal ops _layer_norm_forward and _layer_norm_backward serve
-add_layer_norm too).
+"""fusedops.layer_norm: shape functions, autograd and the public function (its
+kernels serve add_layer_norm too).
 
 Kernels: cpp/norm/ and cuda/norm/ (the ops are listed in cpp/norm/norm.h);
 what the normalization ops share in Python: _norm.py.
@@ -72,9 +71,10 @@ torch.library.register_fake("fusedops::_layer_norm_backward")(_backward_fake)
 # ---- autograd -----------------------------------------------------------------------------
 
 
-def grads(ctx, grad, grad_summed, saved) -> tuple:
-    """(grad_x, grad_weight, grad_bias) by _layer_norm_backward; saved: (x, weight, mean, rstd)."""
-    return _norm.grads(_layer_norm_backward, ctx, grad, grad_summed, saved, (), params=2)
+def grads(ctx, grad, grad_summed, saved, backward=_layer_norm_backward) -> tuple:
+    """(grad_x, grad_weight, grad_bias) by `backward` (add_layer_norm's is
+    _add_layer_norm_backward); saved: (x, weight, mean, rstd)."""
+    return _norm.grads(backward, ctx, grad, grad_summed, saved, (), params=2)
 
 
 def _setup(ctx, inputs, output, saved):

@@ -1,5 +1,5 @@
-"""fusedops.rms_norm: shape functions, autograd and the public function (the
-internal ops _rms_norm_forward and _rms_norm_backward serve add_rms_norm too).
+"""fusedops.rms_norm: shape functions, autograd and the public function (its
+kernels serve add_rms_norm too).
 
 Kernels: cpp/norm/ and cuda/norm/ (the ops are listed in cpp/norm/norm.h);
 what the normalization ops share in Python: _norm.py.
@@ -71,9 +71,10 @@ torch.library.register_fake("fusedops::_rms_norm_backward")(_backward_fake)
 # ---- autograd -----------------------------------------------------------------------------
 
 
-def grads(ctx, grad, grad_summed, saved) -> tuple:
-    """(grad_x, grad_weight) by _rms_norm_backward; saved: (x, weight, rstd)."""
-    return _norm.grads(_rms_norm_backward, ctx, grad, grad_summed, saved, (ctx.offset,), params=1)
+def grads(ctx, grad, grad_summed, saved, backward=_rms_norm_backward) -> tuple:
+    """(grad_x, grad_weight) by `backward` (add_rms_norm's is
+    _add_rms_norm_backward); saved: (x, weight, rstd)."""
+    return _norm.grads(backward, ctx, grad, grad_summed, saved, (ctx.offset,), params=1)
 
 
 def _setup(ctx, inputs, output, saved):

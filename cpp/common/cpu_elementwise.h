@@ -1,0 +1,105 @@
+// The CPU twin of cuda/common/elementwise.cuh: kOut outputs computed element
+// by element from kIn inputs of one type, over a StridedLayout<kOut + kIn>
+// (the outputs first), on torch's intra-op threads, with the same functors:
+//   template <typename A> void operator()(const A (&in)[kIn], A (&out)[kOut]) const
+//
+// Float and double runs with every operand dense go straight through f. Other
+// runs (the half types, strides) go through in blocks: each input converted
+// into an op-math buffer, f over the buffers, the results converted back.
+// Each of those loops is simple enough for the compiler to vectorize, where
+// one loop converting c10::BFloat16 / c10::Half element by element around f
+// is not.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "cpp/common/cpu.h"
+
+namespace fusedops::cpu {
+
+// Elements per conversion block: the buffers of five operands stay in L1.
+constexpr int64_t kBlock = 256;
+
+template <typename A, typename T>
+inline void load_block(A* __restrict__ dst, const T* __restrict__ src, int64_t stride, int64_t m) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < m; ++i) dst[i] = A(src[i]);
+  } else {
+    for (int64_t i = 0; i < m; ++i) dst[i] = A(src[i * stride]);
+  }
+}
+
+template <typename T, typename A>
+inline void store_block(T* __restrict__ dst, const A* __restrict__ src, int64_t stride, int64_t m) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < m; ++i) dst[i] = T(src[i]);
+  } else {
+    for (int64_t i = 0; i < m; ++i) dst[i * stride] = T(src[i]);
+  }
+}
+
+// f over m elements of op-math buffers.
+template <typename A, int kOut, int kIn, typename F>
+inline void apply_block(const A (&x)[kIn][kBlock], A (&y)[kOut][kBlock], int64_t m, const F& f) {
+  for (int64_t i = 0; i < m; ++i) {
+    A a[kIn], b[kOut];
+    for (int k = 0; k < kIn; ++k) a[k] = x[k][i];
+    f(a, b);
+    for (int k = 0; k < kOut; ++k) y[k][i] = b[k];
+  }
+}
+
+// One run of len elements: operand k starts at p_k and advances by s[k].
+template <typename T, int kOut, int kIn, typename F>
+void elementwise_run(T* const (&out)[kOut], const T* const (&in)[kIn], const int64_t (&s)[kOut + kIn],
+                     int64_t len, const F& f) {
+  using A = opmath_t<T>;
+  A x[kIn][kBlock], y[kOut][kBlock];
+  for (int64_t i0 = 0; i0 < len; i0 += kBlock) {
+    const int64_t m = std::min(kBlock, len - i0);
+    for (int k = 0; k < kIn; ++k) load_block(x[k], in[k] + i0 * s[kOut + k], s[kOut + k], m);
+    apply_block<A>(x, y, m, f);
+    for (int k = 0; k < kOut; ++k) store_block(out[k] + i0 * s[k], y[k], s[k], m);
+  }
+}
+
+// A dense run of a type that is its own op-math type: no buffers.
+template <typename T, int kOut, int kIn, typename F>
+void elementwise_dense_run(T* const (&out)[kOut], const T* const (&in)[kIn], int64_t len, const F& f) {
+  for (int64_t i = 0; i < len; ++i) {
+    T a[kIn], b[kOut];
+    for (int k = 0; k < kIn; ++k) a[k] = in[k][i];
+    f(a, b);
+    for (int k = 0; k < kOut; ++k) out[k][i] = b[k];
+  }
+}
+
+// out_k = f(in) over `layout` (numel > 0 elements); out[k] / in[k] point at
+// operand k's element 0.
+template <typename T, int kOut, int kIn, typename F>
+void elementwise(const StridedLayout<kOut + kIn>& layout, int64_t numel, T* const (&out)[kOut],
+                 const T* const (&in)[kIn], const F& f) {
+  constexpr int N = kOut + kIn;
+  int64_t s[N];
+  bool dense = true;
+  for (int k = 0; k < N; ++k) {
+    s[k] = layout.strides[k][layout.ndim - 1];
+    dense = dense && s[k] == 1;
+  }
+  parallel_for(numel, kGrain, [&](int64_t begin, int64_t end) {
+    for_each_run(layout, begin, end, [&](int64_t len, const int64_t* off) {
+      T* o[kOut];
+      const T* x[kIn];
+      for (int k = 0; k < kOut; ++k) o[k] = out[k] + off[k];
+      for (int k = 0; k < kIn; ++k) x[k] = in[k] + off[kOut + k];
+      if constexpr (std::is_same_v<T, opmath_t<T>>) {
+        if (dense) return elementwise_dense_run(o, x, len, f);
+      }
+      elementwise_run(o, x, s, len, f);
+    });
+  });
+}
+
+}  // namespace fusedops::cpu

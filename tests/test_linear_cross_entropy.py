@@ -1,0 +1,231 @@
+"""linear_cross_entropy's own semantics: chunk boundaries (the chunk size forced
+small through FUSEDOPS_LCE_CHUNK_ROWS), all targets ignored, out-of-range
+targets (an error on the CPU, NaN rows on CUDA), the same gradient bits every
+call, the fused (gradients in the forward) and recomputing backwards, autocast,
+CUDA graphs with no host synchronization, peak memory (CPU and CUDA), the nn
+module. The generic checks (test_every_op.py, test_cuda_robustness.py) run on
+its samples in samples/linear_cross_entropy.py: every reduction, smoothing,
+softcap, int32 targets, odd and empty sizes, layouts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import CUDA
+from samples.linear_cross_entropy import reference, targets
+
+import fusedops
+
+pytestmark = pytest.mark.ops  # the op suite (.ci/run's Python-autograd lane: -m ops)
+
+OPTIONS = dict(label_smoothing=0.1, softcap=2.0)
+
+
+def _inputs(device, dtype, n=37, hidden=24, vocab=29, bias=True):
+    x = torch.randn(n, hidden, device=device, dtype=dtype, requires_grad=True)
+    w = (torch.randn(vocab, hidden, device=device, dtype=dtype) / hidden**0.5).requires_grad_()
+    b = torch.randn(vocab, device=device, dtype=dtype, requires_grad=True) if bias else None
+    return x, w, targets((n,), vocab, device), b
+
+
+def _loss_and_grads(x, w, t, b, **options):
+    loss = fusedops.linear_cross_entropy(x, w, t, b, **options)
+    leaves = [v for v in (x, w, b) if v is not None]
+    return (loss, *torch.autograd.grad(loss, leaves, torch.ones_like(loss)))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("chunk", [1, 5, 36, 37])
+def test_every_chunk_size_gives_the_float64_reference(device, reduction, chunk, monkeypatch):
+    """Chunks of one token, a chunk size that leaves a short last chunk, one
+    token short of all, all: the loss and the gradients of float64 torch."""
+    monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", str(chunk))
+    x, w, t, b = _inputs(device, torch.float32)
+    got = _loss_and_grads(x, w, t, b, reduction=reduction, **OPTIONS)
+    leaves = [v.detach().double().requires_grad_() for v in (x, w, b)]
+    ref = reference(*leaves[:2], t, leaves[2], reduction=reduction, **OPTIONS)
+    expected = (ref, *torch.autograd.grad(ref, leaves, torch.ones_like(ref)))
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g.double(), e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_gradients_are_the_same_bits_every_call(device, dtype, reduction, monkeypatch):
+    monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", "8")  # weight's gradient summed over 5 chunks
+    x, w, t, b = _inputs(device, dtype, n=37, hidden=40, vocab=300)
+    first, second = (_loss_and_grads(x, w, t, b, reduction=reduction) for _ in range(2))
+    assert all(torch.equal(a, c) for a, c in zip(first, second, strict=True))
+
+
+def test_all_targets_ignored_give_torchs_nan_mean_and_zero_gradients(device):
+    x, w, _, b = _inputs(device, torch.float32, n=6)
+    t = torch.full((6,), -100, device=device)
+    mean = _loss_and_grads(x, w, t, b)
+    assert mean[0].isnan() and all(torch.equal(g, torch.zeros_like(g)) for g in mean[1:])
+    for reduction in ("sum", "none"):
+        loss, *grads = _loss_and_grads(x, w, t, b, reduction=reduction)
+        assert torch.equal(loss, torch.zeros_like(loss)) and all(torch.equal(g, torch.zeros_like(g)) for g in grads)
+
+
+def test_an_out_of_range_target_on_the_cpu_is_an_error():
+    x, w, t, b = _inputs("cpu", torch.float32, n=6, vocab=7)
+    for bad in (7, -5):
+        t[2] = bad
+        with pytest.raises(RuntimeError, match=rf"^fusedops\.linear_cross_entropy: target {bad} is out of bounds: "
+                                               r"a target must be in \[0, 7\) or ignore_index \(-100\)"):
+            fusedops.linear_cross_entropy(x, w, t, b)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+def test_an_out_of_range_target_on_cuda_gives_nan_rows_without_a_fault():
+    """No device assert, no fault, no synchronization: that token's loss and
+    gradient rows are NaN, every other token's are what they were."""
+    x, w, t, b = _inputs("cuda", torch.float32, n=6, vocab=7)
+    good = _loss_and_grads(x, w, t, b, reduction="none")
+    t[2] = 1 << 40
+    loss, grad_x, _, _ = _loss_and_grads(x, w, t, b, reduction="none")
+    torch.cuda.synchronize()  # the context is fine
+    rows = torch.arange(6, device="cuda") != 2
+    assert loss[2].isnan() and grad_x[2].isnan().all()
+    torch.testing.assert_close(loss[rows], good[0][rows])
+    torch.testing.assert_close(grad_x[rows], good[1][rows])
+    assert fusedops.linear_cross_entropy(x, w, t, b).isnan()
+
+
+def test_the_fused_and_the_recomputing_backward_agree(device):
+    """"sum" computes the gradients in the forward, "none" (summed here)
+    recomputes the logits in the backward, as create_graph does."""
+    x, w, t, b = _inputs(device, torch.float32)
+    fused = _loss_and_grads(x, w, t, b, reduction="sum", **OPTIONS)
+    loss = fusedops.linear_cross_entropy(x, w, t, b, reduction="none", **OPTIONS).sum()
+    recomputed = (loss, *torch.autograd.grad(loss, (x, w, b)))
+    loss = fusedops.linear_cross_entropy(x, w, t, b, reduction="sum", **OPTIONS)
+    under_create_graph = (loss, *torch.autograd.grad(loss, (x, w, b), create_graph=True))
+    for f, r, c in zip(fused, recomputed, under_create_graph, strict=True):
+        torch.testing.assert_close(f, r, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(f, c.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_sum_scaled_by_the_items_of_a_batch_is_hfs_loss(device):
+    """HF's gradient accumulation divides the "sum" by num_items_in_batch."""
+    x, w, t, b = _inputs(device, torch.float64)
+    n = 3 * int((t != -100).sum())  # the items of three micro-batches
+    ours = fusedops.linear_cross_entropy(x, w, t, b, reduction="sum") / n
+    theirs = reference(x, w, t, b, reduction="sum") / n
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(torch.autograd.grad(ours, x)[0], torch.autograd.grad(theirs, x)[0])
+
+
+def test_autocast_casts_like_linear(device):
+    x, w, t, b = _inputs(device, torch.float32)
+    with torch.autocast(device, dtype=torch.bfloat16):
+        loss, *grads = _loss_and_grads(x, w, t, b)
+    expected = _loss_and_grads(x.bfloat16(), w.bfloat16(), t, b.bfloat16())
+    assert loss.dtype == torch.float32 and torch.equal(loss, expected[0])
+    for g, e in zip(grads, expected[1:], strict=True):  # cast back to float32 by autocast's backward
+        assert g.dtype == torch.float32 and torch.equal(g, e.float())
+
+
+def test_the_chunk_size_variable_is_checked(monkeypatch):
+    monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", "0")
+    x, w, t, b = _inputs("cpu", torch.float32, n=4)
+    with pytest.raises(RuntimeError, match=r"^fusedops\.linear_cross_entropy: the environment variable "
+                                           r"FUSEDOPS_LCE_CHUNK_ROWS must be unset or a positive integer, got \"0\""):
+        fusedops.linear_cross_entropy(x, w, t, b)
+
+
+def test_the_forward_op_takes_mean_or_sum_only():
+    x, w, t, b = _inputs("cpu", torch.float32, n=4)
+    with pytest.raises(RuntimeError, match=r'^fusedops\.linear_cross_entropy: _linear_cross_entropy_forward '
+                                           r'takes reduction "mean" or "sum"'):
+        torch.ops.fusedops._linear_cross_entropy_forward(x, w, t, b, -100, "none", 0.0, None, [True] * 3)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_cuda_graph_capture_with_no_host_synchronization(reduction):
+    """Forward and backward run under torch's sync debug mode "error" (any
+    synchronizing call raises) and replay from a CUDA graph."""
+    x, w, t, b = _inputs("cuda", torch.bfloat16, n=300, hidden=64, vocab=1000)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        expected = _loss_and_grads(x, w, t, b, reduction=reduction)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up (plans, workspaces) off the capture
+        _loss_and_grads(x, w, t, b, reduction=reduction)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = _loss_and_grads(x, w, t, b, reduction=reduction)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert all(torch.equal(c, e) for c, e in zip(captured, expected, strict=True))
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+def test_peak_memory_is_a_chunk_of_logits_not_all(monkeypatch):
+    """32768 tokens x 8192 classes: the logits would be 1 GiB in float32;
+    chunks of 256 tokens hold 8 MiB (beside them: the gradient at a chunk's
+    logits, float32 accumulators of x's and weight's gradients, 10 MiB, and
+    cuBLASLt's workspace, at most 32 MiB)."""
+    monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", "256")
+    x, w, t, _ = _inputs("cuda", torch.bfloat16, n=32768, hidden=64, vocab=8192, bias=False)
+    _loss_and_grads(x, w, t, None)  # warm-up
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    grads = _loss_and_grads(x, w, t, None)
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base - sum(g.numel() * g.element_size() for g in grads)
+    assert extra < 64 << 20, f"{extra / 2**20:.1f} MiB above the inputs and gradients"
+
+
+# One fwd+bwd in a fresh process: its peak resident memory above what it held before.
+PEAK_RSS = r"""
+import gc, resource, torch, fusedops
+torch.manual_seed(0)
+n, h, v = 2048, 16, 16384
+x = torch.randn(n, h, requires_grad=True)
+w = (torch.randn(v, h) / 4).requires_grad_()
+t = torch.randint(0, v, (n,))
+torch.autograd.grad(fusedops.linear_cross_entropy(x[:8], w[:64], t[:8] % 64), (x, w))  # load, warm up
+gc.collect()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+grads = torch.autograd.grad(fusedops.linear_cross_entropy(x, w, t), (x, w))
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+
+
+def test_peak_memory_on_the_cpu_is_a_chunk_of_logits_not_all():
+    """2048 tokens x 16384 classes: 128 MiB of float32 logits (all at once, the
+    peak grows by 137 MB); chunks of 128 tokens hold 8 MiB (beside them: the
+    gradients' float32 accumulators, 1.2 MiB). Measured as the growth of a fresh
+    process's peak resident memory."""
+    env = dict(os.environ, FUSEDOPS_LCE_CHUNK_ROWS="128", OMP_NUM_THREADS="2")
+    run = subprocess.run([sys.executable, "-c", PEAK_RSS], capture_output=True, text=True, timeout=300, env=env,
+                         check=True)
+    extra = int(run.stdout.split()[-1])
+    assert extra < 48 << 20, f"the peak grew by {extra / 2**20:.1f} MiB"
+
+
+def test_the_module_shares_a_linear_heads_parameters(device):
+    head = torch.nn.Linear(24, 29, device=device)
+    loss_fn = fusedops.nn.LinearCrossEntropy.from_linear(head, label_smoothing=0.1)
+    assert loss_fn.weight is head.weight and loss_fn.bias is head.bias
+    x = torch.randn(5, 24, device=device)
+    t = targets((5,), 29, device)
+    torch.testing.assert_close(loss_fn(x, t), reference(x, head.weight, t, head.bias, label_smoothing=0.1))
+    loss_fn(x, t).backward()
+    assert head.weight.grad is not None and head.bias.grad is not None
+    fresh = fusedops.nn.LinearCrossEntropy(24, 29, bias=True, device=device)
+    fresh.load_state_dict(head.state_dict())
+    head.load_state_dict(fresh.state_dict())
+    assert "reduction='mean'" in repr(fresh)
