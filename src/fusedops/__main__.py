@@ -1,4 +1,4 @@
-"""python -m fusedops info | check | bench"""
+"""python -m fusedops info | check | bench [--model llama|vit]"""
 
 from __future__ import annotations
 
@@ -178,14 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("check", help="a self-test of every op on this machine")
     bench = commands.add_parser("bench", help="benchmarks against eager PyTorch and torch.compile")
     from fusedops import bench as bench_module
+    from fusedops.bench import model as bench_model
 
     bench_module.add_arguments(bench)
+    bench_model.add_arguments(bench)
     args = parser.parse_args(argv)
     if args.command == "info":
         return info()
     if args.command == "check":
         return check()
-    return bench_module.run(args)
+    return bench_model.run(args) if args.model else bench_module.run(args)
 
 
 if __name__ == "__main__":
