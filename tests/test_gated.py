@@ -14,6 +14,8 @@ from helpers import LAYOUTS, TOLERANCE, make_input, poison_allocator
 
 import fusedops
 
+pytestmark = pytest.mark.ops  # the op suite (.ci/run's Python-autograd lane: -m ops)
+
 # (name, the fusedops call, the PyTorch activation)
 OPS = [
     ("swiglu", lambda gate, up=None: fusedops.swiglu(gate, up), F.silu),

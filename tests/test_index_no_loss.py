@@ -115,3 +115,26 @@ def test_rebuilt_with_other_bytes_and_missing_live_index(live, tmp_path, capsys)
     assert "is missing although releases have wheels" in err
     assert run(url.replace("http:", "ftp:"), old, new, site) == 1
     assert "is not https" in capsys.readouterr().err
+
+
+_spec_deploy = importlib.util.spec_from_file_location(
+    "check_deploy", Path(__file__).resolve().parents[1] / "tools" / "check_deploy.py")
+cd = importlib.util.module_from_spec(_spec_deploy)
+_spec_deploy.loader.exec_module(cd)
+
+
+def test_check_deploy_wants_the_wheels_url_serving_the_new_wheels(live, tmp_path):
+    # tools/check_deploy.py: the release leaves draft only when Pages is where the wheels
+    # point and serves them.
+    url, root = live
+    new = tmp_path / "new"
+    wheel = release(new / "v0.4.0", "0.4.0+cpu")
+    # Nothing deployed yet (404): the wheel is not served.
+    assert cd.check(url + "/", url, new, wait=0) == [
+        f"{wheel.name}: not served by {url}/ with sha256 {nl.sha256(wheel)}"]
+    shutil.copytree(deploy(tmp_path, tmp_path / "old", new), root)
+    assert cd.check(url + "/", url, new, wait=0) == []
+    assert cd.main([url + "/", str(new), "--index-url", url, "--allow-http-loopback", "--wait", "0"]) == 0
+    moved = cd.check("https://o.github.io/r/", url, new, wait=0)
+    assert len(moved) == 1 and moved[0].startswith("Pages deployed to https://o.github.io/r/, but the wheels name")
+    assert cd.main([url + "/", str(new), "--index-url", url, "--wait", "0"]) == 1  # http: loopback only when asked

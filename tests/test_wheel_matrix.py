@@ -308,3 +308,21 @@ def test_torch_mismatches_names_another_machine(entries):
     assert wm.torch_mismatches(entry, "2.15.0", "13.2", [], machine="aarch64") == []
     got = wm.torch_mismatches(entry, "2.15.0", "13.2", [], machine="x86_64")
     assert got == ["this machine is x86_64, the wheel is for aarch64"]
+
+
+def test_pythons_start_at_the_wheels_oldest(data):
+    assert wm.pythons(data) == ["3.10", "3.11", "3.12", "3.13", "3.14"]
+    assert run("--pythons").stdout.split() == wm.pythons(data)
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda d: d["pythons"].pop(0), r"the first python_min 3\.10"),
+    (lambda d: d["pythons"].reverse(), r"ascending"),
+    (lambda d: d["pythons"].append("3.14t"), r"must be 3\.N"),
+    (lambda d: d.update(python_build="cp311"), r"python_build cp311 is not python_min 3\.10"),
+])
+def test_pythons_are_checked(data, change, match):
+    bad = copy.deepcopy(data)
+    change(bad)
+    with pytest.raises(wm.MatrixError, match=match):
+        wm.pythons(bad)

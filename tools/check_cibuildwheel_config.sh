@@ -13,8 +13,14 @@ import json, tomllib, jsonschema
 from importlib.resources import files
 schema = json.loads(files("cibuildwheel").joinpath("resources", "cibuildwheel.schema.json").read_text())
 with open("tools/cibuildwheel.toml", "rb") as f:
-    jsonschema.validate(tomllib.load(f)["tool"]["cibuildwheel"], schema)
+    config = tomllib.load(f)["tool"]["cibuildwheel"]
+jsonschema.validate(config, schema)
 print("tools/cibuildwheel.toml matches cibuildwheel's schema")
+# The images are the matrix's manylinux: repair_wheel.sh's default platform.
+manylinux = json.load(open("tools/wheel_matrix.json"))["manylinux"]
+for arch in ("x86_64", "aarch64"):
+    if config[f"manylinux-{arch}-image"] != manylinux:
+        raise SystemExit(f"manylinux-{arch}-image is {config[f'manylinux-{arch}-image']}, the matrix's {manylinux}")
 PY
 # One build per (variant, platform) entry of the matrix, as a runner of that
 # platform sees it (--archs: what "native" is there).

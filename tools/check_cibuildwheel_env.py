@@ -5,6 +5,12 @@ names only, as wheels.yml passes them), and check what before-all and the build 
 
     check_cibuildwheel_env.py before-all     /opt/fusedops-cuda must not exist yet
     check_cibuildwheel_env.py build HOST_CXX /opt/fusedops-cuda/host-cxx holds HOST_CXX
+    check_cibuildwheel_env.py repair VARIANT PLATFORM WHEEL DEST_DIR PYTHON_BIN
+        run the repair-wheel-command as cibuildwheel runs it for that (variant, platform):
+        its placeholders filled by cibuildwheel's own prepare_command, `sh -c` in the
+        project, with the `environment` the build sees and PYTHON_BIN (the build
+        Python's folder) first on PATH, and REPAIR_TOOLS if set here (where
+        repair_wheel.sh keeps its tools); its exit status (.ci/run's release dry run)
 
 cibuildwheel evaluates `environment` before before-all as well as before each build.
 Before before-all, tools/install_cuda_toolkit.sh has not written host-cxx yet; any
@@ -18,17 +24,19 @@ command's). Needs cibuildwheel importable (tools/check_cibuildwheel_config.sh ru
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from cibuildwheel.errors import FatalError
 from cibuildwheel.options import CommandLineArguments, compute_options
+from cibuildwheel.util.helpers import prepare_command
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "tools" / "cibuildwheel.toml"
 PREFIX = Path("/opt/fusedops-cuda")
-IDENTIFIER = "cp310-manylinux_x86_64"
+IDENTIFIER = "cp310-manylinux_x86_64"  # the build state's checks (the x86_64 image's paths)
 # What a manylinux_2_28 container starts with, plus nothing of this machine.
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/root"}
 
@@ -37,16 +45,28 @@ def variants() -> list[str]:
     return sorted(json.loads((ROOT / "tools" / "wheel_matrix.json").read_text())["variants"])
 
 
-def variant_env(variant: str) -> dict[str, str]:
+def variant_env(variant: str, platform: str = "x86_64") -> dict[str, str]:
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "wheel_matrix.py"), "--variant", variant,
-                          "--format", "env"], check=True, capture_output=True, text=True).stdout
+                          "--platform", platform, "--format", "env"], check=True, capture_output=True, text=True).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if line)
 
 
-def build_options(env: dict[str, str]):
+def build_options(env: dict[str, str], identifier: str = IDENTIFIER):
     args = CommandLineArguments.defaults()
     args = type(args)(**{**vars(args), "platform": "linux", "config_file": str(CONFIG), "package_dir": ROOT})
-    return compute_options(platform="linux", command_line_arguments=args, env=env).build_options(IDENTIFIER)
+    return compute_options(platform="linux", command_line_arguments=args, env=env).build_options(identifier)
+
+
+def repair(variant: str, platform: str, wheel: str, dest_dir: str, python_bin: str) -> int:
+    passed = variant_env(variant, platform)
+    opts = build_options({**BASE_ENV, **passed}, f"cp310-manylinux_{platform}")
+    env = opts.environment.as_dictionary({**BASE_ENV, **passed})
+    env["PATH"] = f"{python_bin}:{env['PATH']}"  # cibuildwheel's build venv comes first
+    if "REPAIR_TOOLS" in os.environ:
+        env["REPAIR_TOOLS"] = os.environ["REPAIR_TOOLS"]
+    command = prepare_command(opts.repair_command, wheel=wheel, dest_dir=dest_dir, package=ROOT, project=ROOT)
+    print(f"cibuildwheel's repair for {variant} on {platform}: sh -c {command!r}", flush=True)
+    return subprocess.run(["sh", "-c", command], env=env, cwd=ROOT, check=False).returncode
 
 
 def check(stage: str, want_host_cxx: str) -> list[str]:
@@ -83,6 +103,8 @@ def main(argv: list[str]) -> int:
             print(f"{PREFIX}/host-cxx does not hold {argv[1]}", file=sys.stderr)
             return 2
         errors = check("build", argv[1])
+    elif argv[:1] == ["repair"] and len(argv) == 6:
+        return repair(*argv[1:])
     else:
         print(__doc__, file=sys.stderr)
         return 2

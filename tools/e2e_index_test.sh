@@ -123,7 +123,7 @@ print(code)
 EOF
 }
 
-# "VARIANT VERSION" of a wheel (cpu 0.2.0+cpu), from its METADATA.
+# "VARIANT VERSION" of a wheel (cpu X.Y.Z+cpu), from its METADATA.
 wheel_info() {
     python3 - "$1" <<'EOF'
 import sys, zipfile

@@ -18,7 +18,7 @@ Output (all links relative, so the tree works from any host or file://):
                                              provenance (JSON) link it
     OUT/<variant>.html                       find-links page of the variant
 
-The variants are cpu, cu12, cu13, ... : a wheel's local version label (0.2.0+cu13).
+The variants are cpu, cu12, cu13, ... : a wheel's local version label (X.Y.Z+cu13).
 Wheels of 0.1 carried one label per torch (0.1.0+pt214cu130, torch==2.14.*); they
 go into the index of their CUDA major (cu13) or cpu, so no published wheel is
 dropped. A wheel's attestation is the file <wheel>.publish.attestation beside it
@@ -307,7 +307,8 @@ def build(wheel_dir: Path, out: Path, base_url: str, repository: str | None = No
     if out.exists() and any(out.iterdir()):
         raise BadWheelError(f"{out} is not empty")
     out.mkdir(parents=True, exist_ok=True)
-    (out / ".nojekyll").write_bytes(b"")  # GitHub Pages: serve files as they are
+    # No .nojekyll: Pages deployed from Actions serves the files as uploaded (no
+    # Jekyll), and actions/upload-pages-artifact leaves dotfiles out anyway.
 
     by_variant: dict[str, list[Wheel]] = {}
     for w in sorted(wheels.values(), key=lambda w: (w.variant, _version_key(w.version), w.filename)):

@@ -3,7 +3,7 @@
 
     release_preflight.py --repo OWNER/NAME --tag vX.Y.Z --sha COMMIT
 
-Env: GH_TOKEN (the job's token: contents and actions read), GITHUB_API_URL,
+Env: GH_TOKEN (the job's token: contents, actions and pages read), GITHUB_API_URL,
 INDEX_SECRET_VISIBLE ("true" when the job, which has no environment, can read
 secrets.FUSEDOPS_INDEX_PASSWORD). Fails, with the fix in the message, unless:
 
@@ -12,7 +12,10 @@ secrets.FUSEDOPS_INDEX_PASSWORD). Fails, with the fix in the message, unless:
 - each publishing environment exists, lets this tag deploy through a tag rule
   (GitHub's default for github-pages is the default branch only: "Tag vX is not
   allowed to deploy"), lets no branch deploy, and has required reviewers;
-- the index password is not readable outside the private-index environment.
+- the index password is not readable outside the private-index environment;
+- GitHub Pages is on, built by GitHub Actions (its source; a branch source would
+  serve the branch, not the index job's deploy), at index_base_url of
+  tools/wheel_matrix.json, the URL every wheel carries.
 """
 
 from __future__ import annotations
@@ -26,16 +29,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import tomllib
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from project_version import base_version  # noqa: E402  (no tomllib: Python 3.10 runs the tests)
+
 ENVIRONMENTS = ("github-pages", "private-index")
 SETTINGS = "Settings > Environments > {env}"
-
-
-def base_version() -> str:
-    with open(ROOT / "pyproject.toml", "rb") as f:
-        return tomllib.load(f)["tool"]["dynamic-metadata"][0]["base-version"]
 
 
 def github_get(repo: str):
@@ -83,6 +82,23 @@ def check_environment(get, env: str, tag: str) -> list[str]:
     return errors
 
 
+def check_pages(get) -> list[str]:
+    where = "Settings > Pages"
+    pages = get("/pages")
+    if pages is None:
+        return [f"GitHub Pages is off: set Source to 'GitHub Actions' ({where})"]
+    errors = []
+    if pages.get("build_type") != "workflow":
+        errors.append(f"GitHub Pages' source is {pages.get('build_type')!r}, not 'GitHub Actions': the index job's "
+                      f"deploy would not be what is served ({where}: Build and deployment, Source)")
+    with open(ROOT / "tools" / "wheel_matrix.json", encoding="utf-8") as f:
+        want = json.load(f)["index_base_url"]
+    if (pages.get("html_url") or "").rstrip("/") != want.rstrip("/"):
+        errors.append(f"GitHub Pages serves {pages.get('html_url')}, but the wheels name {want} (index_base_url in "
+                      f"tools/wheel_matrix.json): change one of them ({where}, custom domain; or the matrix)")
+    return errors
+
+
 def preflight(get, tag: str, sha: str, secret_visible: bool) -> list[str]:
     errors = []
     want = f"v{base_version()}"
@@ -95,6 +111,7 @@ def preflight(get, tag: str, sha: str, secret_visible: bool) -> list[str]:
         errors.append(f"{tag} ({sha}) is not on main ({status}): merge first, then tag a commit of main")
     for env in ENVIRONMENTS:
         errors += check_environment(get, env, tag)
+    errors += check_pages(get)
     if secret_visible:
         errors.append("secrets.FUSEDOPS_INDEX_PASSWORD is readable outside the private-index environment: "
                       "delete the repository/organization secrets FUSEDOPS_INDEX_USER and "

@@ -14,7 +14,8 @@
 #     each wheel gets an unsigned stand-in attestation of the same shape (its
 #     name and sha256 in an in-toto statement) in its slot;
 #  4. index: make_index.py with provenance, then index_no_loss.py against a live
-#     index on 127.0.0.1: the first deploy, a re-run of the tag with the
+#     index on 127.0.0.1, and check_deploy.py on it once deployed (at another
+#     URL than the wheels': refused): the first deploy, a re-run of the tag with the
 #     released assets renamed the way GitHub renames them, and a tampered wheel
 #     (must fail);
 #  5. private index: pypiserver with a password, one index per variant (both
@@ -124,6 +125,12 @@ rmdir "$W/live" # 404 at the top: the first deploy
 python3 "$ROOT/tools/make_index.py" "$W/dist" "$W/site" --base-url "$LIVE" --github-repository "$REPO"
 python3 "$ROOT/tools/index_no_loss.py" "$LIVE" "$W/dist/old" "$W/dist/new" "$W/site" --allow-http-loopback
 mv "$W/site" "$W/live" # deployed
+# The release leaves draft only when the deployed index serves the new wheels at the URL they carry.
+python3 "$ROOT/tools/check_deploy.py" "$LIVE/" "$W/dist/new" --index-url "$LIVE" --allow-http-loopback --wait 0
+if python3 "$ROOT/tools/check_deploy.py" "$LIVE/moved/" "$W/dist/new" --index-url "$LIVE" --allow-http-loopback \
+    --wait 0 2>"$W/moved.err"; then
+    die "check_deploy.py published a release whose index is not where its wheels point"
+fi
 # A re-run of the same tag: its release holds the assets, renamed by GitHub ('+' -> '.').
 mkdir -p "$W/dist/old/v-rehearsal"
 for file in "$W/dist/new"/*; do

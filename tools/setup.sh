@@ -21,6 +21,11 @@ echo "setup: installing ${TORCH_SPEC:-torch} and the build tools into $venv"
 "$venv/bin/python" -m pip install -q "${TORCH_SPEC:-torch}" scikit-build-core "cmake>=3.30" ninja \
   pytest numpy expecttest hypothesis
 
+# fusedops.patch's model libraries (tools/requirements/models.txt), for its tests and
+# `bench --model`; torch stays the version installed above (torchvision follows it).
+torch_version=$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')
+"$venv/bin/python" -m pip install -q -r tools/requirements/models.txt "torch==$torch_version"
+
 # linear's sm_90a GEMM needs CUTLASS's headers (third_party/, pinned and
 # hash-checked); without them a CUDA build is cuBLASLt-only and says so.
 if [ "${FUSEDOPS_CUDA:-AUTO}" != OFF ] && [ "${FUSEDOPS_CUTLASS:-AUTO}" != OFF ] && [ -z "${FUSEDOPS_CUTLASS_DIR:-}" ] &&

@@ -12,6 +12,7 @@ cu13 for Linux x86_64, cpu and cu13 for Linux aarch64.
                                              for --variant)
     wheel_matrix.py --accelerators           the torch release each C++ autograd accelerator
                                              (one per torch minor, in every wheel) is built from
+    wheel_matrix.py --pythons                the Pythons the wheels are tested under, oldest first
     wheel_matrix.py --variant cu13 --check-torch [--torch-version V] [--torch-index-url URL]
         the torch installed in this Python is one this variant builds against /
         serves: same CUDA major (None for cpu), a CUDA runtime minor (torch.version.cuda
@@ -191,6 +192,17 @@ def accelerator_torches(data: dict) -> list[str]:
     return sorted(found.values(), key=torch_key)
 
 
+def pythons(data: dict) -> list[str]:
+    """The Pythons ("pythons"), checked: X.Y, ascending, from python_min, which python_build is."""
+    found = data["pythons"]
+    keys = [tuple(int(x) for x in p.split(".")) if re.fullmatch(r"3\.\d+", p) else None for p in found]
+    if not found or None in keys or keys != sorted(set(keys)) or found[0] != data["python_min"]:
+        raise MatrixError(f"pythons {found}: must be 3.N, ascending, the first python_min {data['python_min']}")
+    if data["python_build"] != "cp" + data["python_min"].replace(".", ""):
+        raise MatrixError(f"python_build {data['python_build']} is not python_min {data['python_min']}")
+    return found
+
+
 def test_entries(entries: list[dict]) -> list[dict]:
     """One entry per (variant, platform, torch it is tested under)."""
     return [
@@ -295,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--github-tests", action="store_true", help="GitHub Actions test matrix JSON")
     mode.add_argument("--list", action="store_true", help="human-readable table")
     mode.add_argument("--accelerators", action="store_true", help="torch releases the accelerators are built from")
+    mode.add_argument("--pythons", action="store_true", help="the Pythons the wheels are tested under")
     mode.add_argument("--variant", metavar="NAME", help="one variant: cpu, cu12, cu13")
     p.add_argument("--platform", choices=[*PLATFORMS, "all"],
                    help="with --github, --github-tests, --variant: the platform (default: this machine's)")
@@ -318,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         data = load(args.matrix)
         entries = expand(data)
         accelerators = accelerator_torches(data)
+        python_list = pythons(data)
     except (OSError, KeyError, TypeError, MatrixError, json.JSONDecodeError) as e:
         print(f"wheel_matrix: {args.matrix}: {e!r}", file=sys.stderr)
         return 2
@@ -331,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         print(table(entries))
     elif args.accelerators:
         print(" ".join(accelerators))
+    elif args.pythons:
+        print(" ".join(python_list))
     else:
         found = [e for e in on_platform if e["variant"] == args.variant]
         if not found:

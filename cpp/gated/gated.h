@@ -27,7 +27,6 @@
 
 namespace fusedops {
 
-using OptTensor = std::optional<Tensor>;
 using GatedGrads = std::tuple<Tensor, Tensor>;
 
 constexpr char kSwiglu[] = "swiglu";

@@ -1,18 +1,9 @@
 // fusedops.add's CUDA kernels: the shared elementwise kernels with a + b.
 #include "cuda/add/add.h"
+#include "cuda/add/add_math.h"
 #include "cuda/common/elementwise.cuh"
 
 namespace fusedops::cuda {
-namespace {
-
-struct AddOp {
-  template <typename A>
-  __device__ __forceinline__ void operator()(const A (&in)[2], A (&out)[1]) const {
-    out[0] = in[0] + in[1];
-  }
-};
-
-}  // namespace
 
 cudaError_t launch_add(DType dtype, void* out, const void* a, const void* b, const StridedLayout<3>& layout,
                        int64_t numel, cudaStream_t stream) {

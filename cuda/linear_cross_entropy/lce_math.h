@@ -13,7 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/common/clamp.h"  // FUSEDOPS_HD
+#include "cuda/common/host_device.h"
 #include "cuda/common/kernel_types.h"
 
 namespace fusedops {

@@ -1,10 +1,12 @@
 // fusedops.linear_cross_entropy's kernels: a chunk's tokens, one block each
 // (log-sum-exp, loss, gradient at the logits), the count of targets, the total
-// loss and the bias gradient's column sums, in fixed orders (cub's block
-// reductions of a fixed block size): the same bits every call.
+// loss and the bias gradient's column sums, in fixed orders (a row's online
+// log-sum-exp merged by cub's block reduction, the sums by cuda/common's):
+// the same bits every call.
 #include <cub/block/block_reduce.cuh>
 
 #include "cuda/common/common.cuh"
+#include "cuda/common/reduce.cuh"
 #include "cuda/linear_cross_entropy/linear_cross_entropy.h"
 
 namespace fusedops::cuda {
@@ -77,11 +79,10 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(LceRows r) {
 template <typename A>
 __global__ void __launch_bounds__(kThreads) count_kernel(const int64_t* __restrict__ target, int64_t n,
                                                          int64_t ignore_index, A* __restrict__ counts) {
+  __shared__ int64_t smem[33];
   int64_t count = 0;
   for (int64_t i = threadIdx.x; i < n; i += kThreads) count += target[i] != ignore_index;
-  using Reduce = cub::BlockReduce<int64_t, kThreads>;
-  __shared__ typename Reduce::TempStorage temp;
-  const int64_t total = Reduce(temp).Sum(count);
+  const int64_t total = group_allreduce(count, smem);
   if (threadIdx.x == 0) {
     counts[0] = A(total);
     counts[1] = A(1) / A(total);
@@ -91,18 +92,20 @@ __global__ void __launch_bounds__(kThreads) count_kernel(const int64_t* __restri
 template <typename A>
 __global__ void __launch_bounds__(kThreads)
     total_kernel(const A* __restrict__ loss, int64_t n, const A* __restrict__ count, A* __restrict__ out) {
+  __shared__ A smem[33];
   A sum = 0;
   for (int64_t i = threadIdx.x; i < n; i += kThreads) sum += loss[i];
-  using Reduce = cub::BlockReduce<A, kThreads>;
-  __shared__ typename Reduce::TempStorage temp;
-  const A total = Reduce(temp).Sum(sum);
+  const A total = group_allreduce(sum, smem);
   if (threadIdx.x == 0) *out = count != nullptr ? total / *count : total;
 }
 
+// The bias gradient's column sums, accumulated chunk after chunk: a thread a
+// column, its rows in order (dlogits of the inputs' dtype, the sums opmath;
+// cuda/common/reduce.cuh's column sums neither accumulate nor read a half type).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    column_sums_kernel(const T* __restrict__ dl, int64_t rows, int64_t cols, int64_t ld,
-                       opmath_t<T>* __restrict__ acc, bool accumulate) {
+    bias_sums_kernel(const T* __restrict__ dl, int64_t rows, int64_t cols, int64_t ld,
+                     opmath_t<T>* __restrict__ acc, bool accumulate) {
   const int64_t j = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (j >= cols) return;
   opmath_t<T> sum = 0;
@@ -159,7 +162,7 @@ cudaError_t launch_lce_column_sums(DType dtype, const void* dlogits, int64_t row
                                    void* acc, bool accumulate, cudaStream_t stream) {
   if (cols == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&]<typename T>() {
-    column_sums_kernel<T><<<work_grid(cols), kThreads, 0, stream>>>(
+    bias_sums_kernel<T><<<work_grid(cols), kThreads, 0, stream>>>(
         static_cast<const T*>(dlogits), rows, cols, ld, static_cast<opmath_t<T>*>(acc), accumulate);
     return cudaGetLastError();
   });

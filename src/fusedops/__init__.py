@@ -12,7 +12,7 @@ from . import _loader
 
 __all__ = [
     "__version__", "add", "add_layer_norm", "add_rms_norm", "build_info", "geglu", "layer_norm", "linear",
-    "linear_cross_entropy", "nn", "rms_norm", "rotary", "scale_bias_clamp", "swiglu",
+    "linear_cross_entropy", "nn", "patch", "rms_norm", "rotary", "scale_bias_clamp", "swiglu",
 ]
 
 
@@ -45,3 +45,4 @@ from .ops.rms_norm import rms_norm  # noqa: E402
 from .ops.rotary import rotary  # noqa: E402
 from .ops.scale_bias_clamp import scale_bias_clamp  # noqa: E402
 from .ops.swiglu import swiglu  # noqa: E402
+from .patching import patch  # noqa: E402

@@ -2,7 +2,7 @@
 
 One binary per CUDA major, built on the LibTorch stable ABI, serves every torch
 from its ABI target on: the variants are `cpu`, `cu12` and `cu13`, and the
-version label names the variant (0.2.0+cu13). Linux aarch64 has `cpu` and
+version label names the variant (+cu13). Linux aarch64 has `cpu` and
 `cu13` only (PyPI's aarch64 torch is CPU-only for 2.10 and CUDA 13 from 2.11),
 so an install command never names a wheel that does not exist. Pure Python with no imports of
 torch or of the compiled library, so that the build

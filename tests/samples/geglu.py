@@ -3,6 +3,8 @@ tanh GELU."""
 
 from __future__ import annotations
 
+import torch
+
 import fusedops
 from samples.core import Bad, R
 from samples.swiglu import gated, shape_bad, split_bad
@@ -27,11 +29,23 @@ SAMPLES = [
     geglu("split, tanh", (2, R, 66), up=False, approximate="tanh", bad=split_bad("geglu", ("tanh",))),
 ]
 
-# More shapes: the forward, gradient, gradcheck and opcheck tests run these too.
+# More shapes: the forward, gradient, gradcheck and opcheck tests run these too
+# (swiglu's samples cover the shared kernels' other shapes).
 MORE_SHAPES = [
-    *(geglu(f"{what}, {approximate}", shape, up, approximate)
-      for approximate in ("none", "tanh")
-      for what, shape, up in [("two tensors, 0-dim", (), True), ("two tensors, no rows", (0, 5), True),
-                              ("split, d = 1", (R, 2), False), ("split, 4-d", (2, 3, R, 18), False),
-                              ("split, no columns", (R, 0), False)]),
+    geglu("two tensors, 0-dim, tanh", (), approximate="tanh"),
+    geglu("split, d = 1", (R, 2), up=False),
+    geglu("split, 4-d, tanh", (2, 3, R, 18), up=False, approximate="tanh"),
+    geglu("split, no columns", (R, 0), up=False),
 ]
+
+
+# Arguments of every kind for geglu's C entry (test_accelerator.py): each must
+# give what OpOverload._op gives, the same values or the same error.
+def _entry_cases():
+    x, t = torch.randn(5, 8, dtype=torch.float64), torch.randn(5, 8, dtype=torch.float64)
+    p = torch.nn.Parameter(torch.randn(8, dtype=torch.float64))
+    return [(t, x, "none"), (t, None, "tanh"), (p, None, "none"), (t, x, "erf"), (t, x, None), (t, x, 3),
+            (t, x, "gel\ud800u"), (t, x), (t, 1.5, "none"), (t, x.float(), "tanh"), (t, x, "none", 1)]
+
+
+ENTRY_CASES = _entry_cases()

@@ -4,6 +4,7 @@ odd sizes, 0-dim, empty."""
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 
 import fusedops
@@ -77,3 +78,14 @@ MORE_SHAPES = [
     swiglu("split, no rows", (0, 10), up=False),
     swiglu("split, no columns", (R, 0), up=False),
 ]
+
+
+# Arguments of every kind for swiglu's C entry (test_accelerator.py): each must
+# give what OpOverload._op gives, the same values or the same error.
+def _entry_cases():
+    x, t = torch.randn(5, 8, dtype=torch.float64), torch.randn(5, 8, dtype=torch.float64)
+    p = torch.nn.Parameter(torch.randn(8, dtype=torch.float64))
+    return [(t, x), (t, None), (p, t[1:, :]), (t, p.view(1, 8)), (p,), (t, 1.5), (t,), (t, x, x), (t, x.float())]
+
+
+ENTRY_CASES = _entry_cases()

@@ -75,7 +75,8 @@ if $fetch_only; then step "downloads done"; exit 0; fi
 # source x86-64's are built and tested from under every minor.
 accelerators=${AARCH64_ACCELERATORS:-$(matrix_env cpu TEST_TORCH_VERSIONS) $(matrix_env cu13 TEST_TORCH_VERSIONS)}
 [ "$accelerators" = all ] && accelerators=$(python3 tools/wheel_matrix.py --accelerators)
-read -ra accelerators <<< "$(tr ' ' '\n' <<< "$accelerators" | sort -uV | tr '\n' ' ')"
+accelerators=$(tr ' ' '\n' <<< "$accelerators" | sort -uV | tr '\n' ' ')
+read -ra accelerators <<< "$accelerators"
 step "C++ autograd accelerators for torch ${accelerators[*]}, cross-built from each one's aarch64 torch wheel"
 rm -rf "$work/accel"
 PATH=$work/native-bin:$PATH PLATFORM=aarch64 WORK_DIR=$work/accel-work tools/build_accelerators.sh "$work/accel" \

@@ -28,10 +28,11 @@ from fusedops import bench_report
 from . import core
 from .core import Benchmark, compiler_allows_many_shapes, copy_ceiling_gbs, gemm_ceiling_tflops, progress
 
-# Every op's benchmark: the BENCHMARK of each module of this package but core.
+# Every op's benchmark: the BENCHMARK of each module of this package but core
+# and model (`bench --model`, a model's training step).
 BENCHMARKS: dict[str, Benchmark] = {
     m.name: importlib.import_module(f"{__name__}.{m.name}").BENCHMARK
-    for m in pkgutil.iter_modules(__path__) if m.name != "core"
+    for m in pkgutil.iter_modules(__path__) if m.name not in ("core", "model")
 }
 
 

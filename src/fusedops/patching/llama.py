@@ -1,0 +1,113 @@
+"""HF transformers' Llama, Mistral, Qwen2 and Qwen3 on fusedops' ops.
+
+The four share one structure (transformers 5.x): RMSNorms, a SiLU-gated MLP,
+an attention that calls the module-level `apply_rotary_pos_emb`, and a
+*ForCausalLM head whose loss takes the logits of every token. Each module
+patched here keeps its class, parameters and hooks; only that instance's
+forward changes (patching.set_forward), so other models, and whatever
+transformers does by class (gradient checkpointing, output capture, FSDP
+plans), are untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+
+import torch
+import torch.nn.functional as F
+from transformers.activations import SiLUActivation
+from transformers.modeling_outputs import CausalLMOutputWithPast
+from transformers.utils.generic import can_return_tuple
+
+import fusedops
+
+from . import FAMILIES, set_forward
+
+
+def patch(model: torch.nn.Module, enabled: dict[str, bool], counts: dict[str, int]) -> None:
+    for module in model.modules():
+        cls = type(module)
+        if FAMILIES.get(cls.__module__) != "llama":
+            continue
+        if cls.__name__.endswith("RMSNorm") and enabled["norm"]:
+            counts["RMSNorm"] += set_forward(module, rms_norm_forward)
+        elif cls.__name__.endswith("MLP") and enabled["swiglu"] and isinstance(module.act_fn, (SiLUActivation,
+                                                                                               torch.nn.SiLU)):
+            counts["MLP"] += set_forward(module, swiglu_mlp_forward)
+        elif cls.__name__.endswith("Attention") and enabled["rotary"] and rotary_forward(cls) is not None:
+            counts["rotary"] += set_forward(module, rotary_forward(cls))
+        elif cls.__name__.endswith("ForCausalLM") and enabled["loss"]:
+            counts["loss"] += set_forward(module, causal_lm_forward)
+
+
+def rms_norm_forward(norm: torch.nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
+    # HF's returns weight * normalized.to(input dtype): the same dtype, rounded once here.
+    return fusedops.rms_norm(hidden_states, norm.weight, norm.variance_epsilon)
+
+
+def swiglu_mlp_forward(mlp: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return mlp.down_proj(fusedops.swiglu(mlp.gate_proj(x), mlp.up_proj(x)))
+
+
+def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """HF's apply_rotary_pos_emb as the attentions call it: q [B, Hq, S, D],
+    k [B, Hk, S, D], cos and sin [B, S, D]."""
+    return fusedops.rotary(q, k, cos, sin)
+
+
+@functools.cache
+def rotary_forward(cls: type) -> types.FunctionType | None:
+    """The attention class's own forward, run with `apply_rotary_pos_emb` looked
+    up in a copy of its module's namespace where it is fusedops.rotary: the
+    module global itself stays, so other models are untouched, and the rest of
+    the forward (projections, Qwen3's q/k norms, the KV cache, sliding windows)
+    is transformers' code as installed. None where that forward does not call
+    the function by that name (a decorated or reworked forward)."""
+    forward = cls.forward
+    code = forward.__code__
+    if hasattr(forward, "__wrapped__") or "apply_rotary_pos_emb" not in code.co_names:
+        return None
+    namespace = {**forward.__globals__, "apply_rotary_pos_emb": apply_rotary}
+    ours = types.FunctionType(code, namespace, forward.__name__, forward.__defaults__, forward.__closure__)
+    ours.__kwdefaults__ = forward.__kwdefaults__
+    return ours
+
+
+@can_return_tuple
+def causal_lm_forward(lm: torch.nn.Module, input_ids=None, attention_mask=None, position_ids=None,
+                      past_key_values=None, inputs_embeds=None, labels=None, use_cache=None, logits_to_keep=0,
+                      **kwargs):
+    """A training forward with labels: the loss from the last hidden states by
+    fusedops.linear_cross_entropy, no logits (they are None in the output).
+    Otherwise (no labels, as in generate(), or eval mode, where metrics may want
+    the logits) transformers' own forward."""
+    if not lm.training or (labels is None and kwargs.get("shift_labels") is None):
+        return type(lm).forward(lm, input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                past_key_values=past_key_values, inputs_embeds=inputs_embeds, labels=labels,
+                                use_cache=use_cache, logits_to_keep=logits_to_keep, **kwargs)
+    outputs = getattr(lm, lm.base_model_prefix)(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+        past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache, **kwargs)
+    kept = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+    loss = causal_lm_loss(lm.lm_head, outputs.last_hidden_state[:, kept, :], labels, **kwargs)
+    return CausalLMOutputWithPast(loss=loss, past_key_values=outputs.past_key_values,
+                                  hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+
+
+def causal_lm_loss(head: torch.nn.Linear, hidden: torch.Tensor, labels: torch.Tensor | None,
+                   num_items_in_batch=None, ignore_index: int = -100, shift_labels: torch.Tensor | None = None,
+                   **_) -> torch.Tensor:
+    """transformers' ForCausalLMLoss on head(hidden) without the logits: tokens
+    < n predict n (or `shift_labels` as given), the mean over the targets that
+    are not `ignore_index`, or their sum over `num_items_in_batch` (gradient
+    accumulation)."""
+    if shift_labels is None:
+        shift_labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]
+    reduction = "mean" if num_items_in_batch is None else "sum"
+    loss = fusedops.linear_cross_entropy(hidden, head.weight, shift_labels.to(hidden.device), head.bias,
+                                         ignore_index=ignore_index, reduction=reduction)
+    if num_items_in_batch is not None:
+        loss = loss / (num_items_in_batch.to(loss.device) if torch.is_tensor(num_items_in_batch)
+                       else num_items_in_batch)
+    return loss

@@ -1,0 +1,66 @@
+"""timm's VisionTransformer on fusedops' ops.
+
+A ViT block is pre-norm: x + attn(norm1(x)), then + mlp(norm2(x)), with the
+MLP fc1 -> GELU -> fc2. Here each fc1 and its GELU become one
+fusedops.nn.Linear (the GELU becomes an Identity), each LayerNorm a
+fusedops.nn.LayerNorm holding the same parameters, and each timm Block's
+residual add before norm2 and norm2 itself one fusedops.add_layer_norm (that
+block's forward, an instance attribute). State dicts are unchanged: the new
+modules have the old ones' names and parameters.
+"""
+
+from __future__ import annotations
+
+import torch
+from timm.layers import LayerNorm as TimmLayerNorm
+from timm.layers import Mlp
+from timm.models.vision_transformer import Block
+
+import fusedops
+import fusedops.nn
+
+from . import set_forward
+
+# nn.GELU's `approximate` -> fusedops.linear's activation.
+GELUS = {"none": "gelu", "tanh": "gelu_tanh"}
+
+
+def patch(model: torch.nn.Module, enabled: dict[str, bool], counts: dict[str, int]) -> None:
+    for parent in list(model.modules()):
+        if enabled["norm"]:
+            counts["LayerNorm"] += swap_layer_norms(parent)
+        if enabled["linear"]:
+            counts["Linear+GELU"] += fuse_gelu(parent)
+        if enabled["norm"] and type(parent) is Block and isinstance(parent.norm2, fusedops.nn.LayerNorm):
+            counts["add+LayerNorm"] += set_forward(parent, block_forward)
+
+
+def swap_layer_norms(parent: torch.nn.Module) -> int:
+    """parent's LayerNorm children (torch's or timm's, over the last dim) as
+    fusedops.nn.LayerNorms holding their parameters; how many."""
+    swapped = 0
+    for name, child in list(parent.named_children()):
+        if type(child) in (torch.nn.LayerNorm, TimmLayerNorm) and len(child.normalized_shape) == 1:
+            setattr(parent, name, fusedops.nn.LayerNorm.from_layer_norm(child))
+            swapped += 1
+    return swapped
+
+
+def fuse_gelu(mlp: torch.nn.Module) -> int:
+    """A timm Mlp's fc1 and GELU as one fusedops.nn.Linear: 1, else 0."""
+    if type(mlp) is not Mlp or type(mlp.fc1) is not torch.nn.Linear or type(mlp.act) is not torch.nn.GELU:
+        return 0
+    mlp.fc1 = fusedops.nn.Linear.from_linear(mlp.fc1, activation=GELUS[mlp.act.approximate])
+    mlp.act = torch.nn.Identity()
+    return 1
+
+
+def block_forward(block: Block, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                  is_causal: bool = False) -> torch.Tensor:
+    """timm's Block.forward with `x + branch` and norm2 in one pass."""
+    branch = block.drop_path1(block.ls1(block.attn(block.norm1(x), attn_mask=attn_mask, is_causal=is_causal)))
+    # Under autocast the branch is narrower than the residual stream: the add promotes, as eager's does.
+    dtype = torch.promote_types(x.dtype, branch.dtype)
+    normed, x = fusedops.add_layer_norm(x.to(dtype), branch.to(dtype), block.norm2.weight, block.norm2.bias,
+                                        block.norm2.eps)
+    return x + block.drop_path2(block.ls2(block.mlp(normed)))

@@ -1,0 +1,325 @@
+"""fusedops.patch on tiny HF Llama/Mistral/Qwen2/Qwen3 and timm ViT models
+(2 layers, hidden 64, vocab 1000): the patched model against the unpatched one
+(same weights) and a float64 reference of the loss: loss, gradients,
+generate(), padding, num_items_in_batch, logits_to_keep, gradient
+checkpointing, state dicts, save_pretrained, torch.compile and FSDP2.
+
+transformers and timm are optional dependencies: tools/setup.sh installs the
+pinned versions (tools/requirements/models.txt) into the README's test venv,
+where these run; a venv without them reports them as skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import DEVICES
+
+import fusedops
+
+HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+HAS_TIMM = importlib.util.find_spec("timm") is not None
+needs_transformers = pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers not installed")
+needs_timm = pytest.mark.skipif(not HAS_TIMM, reason="timm not installed")
+
+ARCHS = ["llama", "mistral", "qwen2", "qwen3"]
+VOCAB = 1000
+# Loss and gradients against the reference (float64: up to the ops' float64
+# rounding; float32: the model's float32 rounding through two layers).
+TOLERANCE = {torch.float64: dict(rtol=1e-9, atol=1e-11), torch.float32: dict(rtol=2e-4, atol=2e-6)}
+DTYPES = pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+
+
+def causal_lm(arch: str, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    import transformers
+
+    config = transformers.AutoConfig.for_model(arch, vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
+                                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                               pad_token_id=0)
+    return transformers.AutoModelForCausalLM.from_config(config).to(dtype).train()
+
+
+def float64_norms(model: torch.nn.Module) -> torch.nn.Module:
+    """transformers' RMSNorm computes in float32 whatever the dtype: in a float64
+    reference model, each computes in float64 here (the rest is the library's)."""
+    def forward(norm, x):
+        return norm.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon))
+
+    for module in model.modules():
+        if type(module).__name__.endswith("RMSNorm") and model.dtype == torch.float64:
+            module.forward = forward.__get__(module)
+    return model
+
+
+def patched_copy(model: torch.nn.Module, **options) -> tuple[torch.nn.Module, dict[str, int]]:
+    """A copy of `model`, patched; its state dict is the very same before and after."""
+    ours = copy.deepcopy(model)
+    before = ours.state_dict()
+    counts = fusedops.patch(ours, **options)
+    assert_same_state(before, ours.state_dict())
+    return ours, counts
+
+
+def tokens(batch: int = 3, seq: int = 11) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tokens, an attention mask with padding (row 1 on the right, row 2 on the
+    left) and labels that ignore the padding (-100)."""
+    ids = torch.randint(1, VOCAB, (batch, seq))
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    mask[1, -4:] = 0
+    mask[2, :3] = 0
+    return ids, mask, ids.masked_fill(mask == 0, -100)
+
+
+def reference_loss(model, ids, mask, labels, num_items_in_batch=None) -> torch.Tensor:
+    """The unpatched model's logits, and the next-token cross entropy in float64."""
+    logits = model(input_ids=ids, attention_mask=mask).logits.double()
+    losses = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), labels[:, 1:].reshape(-1), reduction="none")
+    if num_items_in_batch is None:
+        return losses.sum() / (labels[:, 1:] != -100).sum()
+    return losses.sum() / num_items_in_batch
+
+
+def assert_same_grads(ours: torch.nn.Module, ref: torch.nn.Module, dtype: torch.dtype) -> None:
+    tol = TOLERANCE[dtype]
+    for (name, p), q in zip(ours.named_parameters(), ref.parameters(), strict=True):
+        scale = q.grad.abs().max().item()
+        torch.testing.assert_close(p.grad, q.grad, rtol=tol["rtol"], atol=tol["atol"] * max(1.0, scale),
+                                   msg=lambda m, name=name: f"{name}: {m}")
+
+
+def assert_same_state(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> None:
+    """The same keys, in order, each the very same tensor (shared, not copied)."""
+    assert list(after) == list(before)
+    for key, tensor in after.items():
+        assert tensor.data_ptr() == before[key].data_ptr() and tensor.shape == before[key].shape, key
+
+
+def test_import_without_the_model_libraries():
+    code = ("import sys; sys.modules['transformers'] = sys.modules['timm'] = None\n"
+            "import torch, fusedops\n"
+            "try:\n    fusedops.patch(torch.nn.Sequential(torch.nn.Linear(2, 2)))\n"
+            "except ValueError as e:\n    print(e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("fusedops.patch: nothing to patch in Sequential: supported are transformers' "
+                                  "LlamaForCausalLM")
+
+
+def test_bad_model():
+    with pytest.raises(TypeError, match="fusedops.patch: model must be a torch.nn.Module, got str"):
+        fusedops.patch("llama")
+
+
+@needs_transformers
+@pytest.mark.parametrize("arch", ARCHS)
+@DTYPES
+def test_causal_lm_loss_and_grads(arch, dtype):
+    ref = causal_lm(arch, dtype)
+    ours, counts = patched_copy(ref)
+    float64_norms(ref)
+    norms = 5 + (4 if arch == "qwen3" else 0)  # 2 per layer and the final one; Qwen3's q/k norms
+    assert counts == {"RMSNorm": norms, "MLP": 2, "rotary": 2, "loss": 1, "Linear+GELU": 0, "LayerNorm": 0,
+                      "add+LayerNorm": 0}
+    ids, mask, labels = tokens()
+    out = ours(input_ids=ids, attention_mask=mask, labels=labels)
+    assert out.logits is None and out.loss.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
+    expected = reference_loss(ref, ids, mask, labels)
+    torch.testing.assert_close(out.loss.double(), expected, **TOLERANCE[dtype])
+    out.loss.backward()
+    expected.backward()
+    assert_same_grads(ours, ref, dtype)
+    # HF's own loss (labels given to the unpatched model): gradient accumulation's
+    # normalization, and logits_to_keep with labels of the kept positions.
+    hf = ref(input_ids=ids, attention_mask=mask, labels=labels, num_items_in_batch=torch.tensor(7)).loss
+    fused = ours(input_ids=ids, attention_mask=mask, labels=labels, num_items_in_batch=torch.tensor(7)).loss
+    torch.testing.assert_close(fused.float(), hf, **TOLERANCE[torch.float32])
+    torch.testing.assert_close(fused.double(), reference_loss(ref, ids, mask, labels, 7), **TOLERANCE[dtype])
+    hf = ref(input_ids=ids, labels=labels[:, -5:], logits_to_keep=5).loss
+    torch.testing.assert_close(ours(input_ids=ids, labels=labels[:, -5:], logits_to_keep=5).loss.float(), hf,
+                               **TOLERANCE[torch.float32])
+
+
+def relative_errors(model: torch.nn.Module, reference: torch.nn.Module) -> list[float]:
+    """Each parameter's gradient error relative to the float64 reference's (L2)."""
+    return [((p.grad.double().cpu() - q.grad).norm() / q.grad.norm()).item()
+            for p, q in zip(model.parameters(), reference.parameters(), strict=True)]
+
+
+@needs_transformers
+@pytest.mark.parametrize("device", DEVICES)
+def test_bfloat16_step_as_accurate_as_transformers(device):
+    """A bfloat16 step, patched and not, against the float64 model: the patched
+    loss and every gradient at most twice as far from it as transformers' own."""
+    reference = float64_norms(causal_lm("llama", torch.float64))
+    eager = copy.deepcopy(reference).to(device, torch.bfloat16)
+    ours, _ = patched_copy(eager)
+    ids, mask, labels = tokens(batch=4, seq=32)
+    expected = reference_loss(reference, ids, mask, labels)
+    expected.backward()
+    inputs = dict(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device))
+    losses = {}
+    for name, model in (("eager", eager), ("ours", ours)):
+        losses[name] = model(**inputs).loss
+        losses[name].backward()
+    assert abs(losses["ours"].item() - expected.item()) <= 2 * abs(losses["eager"].item() - expected.item()) + 1e-3
+    for ours_error, eager_error in zip(relative_errors(ours, reference), relative_errors(eager, reference),
+                                       strict=True):
+        assert ours_error <= 2 * eager_error + 1e-3
+
+
+@needs_transformers
+@pytest.mark.parametrize("arch", ARCHS)
+def test_generate_and_eval_are_transformers_own(arch):
+    ref = causal_lm(arch).eval()
+    ours, _ = patched_copy(ref)
+    ids, mask, labels = tokens(seq=7)
+    mask[1, -4:] = 1  # generate() pads on the left
+    kwargs = dict(attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0)
+    assert torch.equal(ours.generate(ids, **kwargs), ref.generate(ids, **kwargs))
+    # In eval mode a forward with labels is transformers' own: logits and their loss.
+    out, hf = (m(input_ids=ids, attention_mask=mask, labels=labels) for m in (ours, ref))
+    assert out.logits is not None
+    torch.testing.assert_close(out.logits, hf.logits, **TOLERANCE[torch.float32])
+    torch.testing.assert_close(out.loss, hf.loss, **TOLERANCE[torch.float32])
+
+
+@needs_transformers
+def test_gradient_checkpointing():
+    ref = causal_lm("qwen3", torch.float64)
+    ours, _ = patched_copy(ref)
+    float64_norms(ref)
+    for model in (ref, ours):
+        model.gradient_checkpointing_enable()
+    ids, mask, labels = tokens()
+    loss = ours(input_ids=ids, attention_mask=mask, labels=labels).loss
+    expected = reference_loss(ref, ids, mask, labels)
+    torch.testing.assert_close(loss, expected, **TOLERANCE[torch.float64])
+    loss.backward()
+    expected.backward()
+    assert_same_grads(ours, ref, torch.float64)
+
+
+@needs_transformers
+def test_state_dicts_and_checkpoints_load_both_ways(tmp_path):
+    import transformers
+    from transformers.models.llama import modeling_llama
+
+    ref = causal_lm("llama")
+    ours, _ = patched_copy(ref)
+    ours.save_pretrained(tmp_path / "patched")
+    ref.save_pretrained(tmp_path / "plain")
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "patched")
+    fusedops.patch(reloaded := transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "plain"))
+    for model in (loaded, reloaded):
+        for (name, p), q in zip(model.state_dict().items(), ref.state_dict().values(), strict=True):
+            assert torch.equal(p, q), name
+    # A copy of a patched model is patched, its forwards its own.
+    attention = copy.deepcopy(ours).model.layers[0].self_attn
+    assert vars(attention)["forward"].__self__ is attention
+    # Instances, not the class or the library's module: a new model is transformers' own.
+    fresh = causal_lm("llama")
+    assert "forward" not in vars(fresh.model.layers[0].self_attn) and "forward" not in vars(fresh)
+    assert modeling_llama.apply_rotary_pos_emb.__module__ == modeling_llama.__name__
+
+
+@needs_transformers
+def test_options_choose_what_is_patched():
+    ref = causal_lm("llama")
+    _, counts = patched_copy(ref, norm=False, rotary=False)
+    assert (counts["RMSNorm"], counts["MLP"], counts["rotary"], counts["loss"]) == (0, 2, 0, 1)
+    ours, _ = patched_copy(ref, swiglu=False, loss=False)
+    assert fusedops.patch(ours) == {**dict.fromkeys(counts, 0), "MLP": 2, "loss": 1}  # only what was left
+
+
+@needs_transformers
+def test_compile_of_the_patched_model():
+    ref = causal_lm("llama")
+    ours, _ = patched_copy(ref)
+    # The whole forward in one graph, and AOTAutograd's backward: where a patched
+    # forward could break a graph. (Inductor's own code for the ops is tested per op.)
+    compiled = torch.compile(ours, fullgraph=True, backend="aot_eager")
+    ids, mask, labels = tokens()
+    loss = compiled(input_ids=ids, attention_mask=mask, labels=labels).loss
+    expected = reference_loss(ref, ids, mask, labels)
+    torch.testing.assert_close(loss.double(), expected, **TOLERANCE[torch.float32])
+    loss.backward()
+    expected.backward()
+    assert_same_grads(ours, ref, torch.float32)
+
+
+@needs_transformers
+@pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
+                    reason="torch.distributed with gloo is not available")
+def test_fsdp2_follows_single_process(tmp_path):
+    script = Path(__file__).with_name("patched_fsdp.py")
+    sys.path.insert(0, str(script.parent))
+    try:
+        import patched_fsdp
+    finally:
+        sys.path.remove(str(script.parent))
+    single = patched_fsdp.train(rank=0, world=1)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script)]
+    done = subprocess.run(command, cwd=tmp_path, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    record = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
+    assert record["world_size"] == 2 and single[-1] < single[0]
+    torch.testing.assert_close(record["losses"], single, rtol=1e-5, atol=1e-6)
+
+
+def vit(dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    from timm.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4,
+                             num_classes=10).to(dtype).train()
+
+
+@needs_timm
+@DTYPES
+def test_vit_loss_and_grads(dtype):
+    ref = vit(dtype)
+    ours, counts = patched_copy(ref)
+    assert counts == {"RMSNorm": 0, "MLP": 0, "rotary": 0, "loss": 0, "Linear+GELU": 2, "LayerNorm": 5,
+                      "add+LayerNorm": 2}
+    images, classes = torch.randn(3, 3, 32, 32, dtype=dtype), torch.randint(0, 10, (3,))
+    loss = F.cross_entropy(ours(images), classes)
+    expected = F.cross_entropy(ref(images), classes)
+    torch.testing.assert_close(loss, expected, **TOLERANCE[dtype])
+    loss.backward()
+    expected.backward()
+    assert_same_grads(ours, ref, dtype)
+    assert fusedops.patch(ours) == dict.fromkeys(counts, 0)
+
+
+@needs_timm
+@pytest.mark.parametrize("device", DEVICES)
+def test_vit_under_autocast(device):
+    """bfloat16 autocast: the blocks' residual stream is float32, their branches
+    bfloat16; the fused add promotes as eager's add does."""
+    ref = vit().to(device)
+    ours, _ = patched_copy(ref)
+    images, classes = torch.randn(4, 3, 32, 32, device=device), torch.randint(0, 10, (4,), device=device)
+    with torch.autocast(device, dtype=torch.bfloat16):
+        loss = F.cross_entropy(ours(images), classes)
+        expected = F.cross_entropy(ref(images), classes)
+    torch.testing.assert_close(loss, expected, rtol=2e-2, atol=2e-2)
+    loss.backward()
+    expected.backward()
+    for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=5e-2, atol=5e-2 * q.grad.abs().max().item())
+
+
+@needs_timm
+def test_vit_options():
+    ours, counts = patched_copy(vit(), norm=False)
+    assert (counts["Linear+GELU"], counts["LayerNorm"], counts["add+LayerNorm"]) == (2, 0, 0)
+    assert type(ours.blocks[0].norm2) is not fusedops.nn.LayerNorm
