@@ -1,6 +1,6 @@
-"""rms_norm's samples: with and without a weight, Gemma's offset, ranks 1 to 3,
-odd, one-column and empty sizes. The references are in float64 (norm_refs);
-tests/test_norms.py keeps the long rows, dtype mixes, NaN and inf."""
+"""rms_norm's samples: with and without a weight, Gemma's offset, ranks 1 to 4,
+odd and empty sizes; what the norms' samples share (rms_ref, norm_terms,
+NORM_TOLERANCE). tests/test_norms.py keeps the long rows, dtype mixes, NaN and inf."""
 
 from __future__ import annotations
 
@@ -55,9 +55,11 @@ SAMPLES = [
     rms_norm("Gemma offset, eps 1e-5", (R, 96), offset=1.0, eps=1e-5),
 ]
 
+# No one-column x: there x's gradient is rstd * g * (1 - xhat^2), xhat^2 within
+# rounding of 1, a cancellation no float32 computation survives
+# (test_norms.py's row paths take hidden 1 with a tolerance for it).
 MORE_SHAPES = [
     rms_norm("1-d x", (33,)),
-    rms_norm("one column", (R, 1)),
     rms_norm("no rows", (0, 16)),
     rms_norm("no columns", (R, 0)),
     rms_norm("4-d x, vector width", (2, 3, R, 8)),
