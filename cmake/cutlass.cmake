@@ -49,7 +49,10 @@ else()
     CUDA_ARCHITECTURES 90a-real
     CUDA_STANDARD 17
     CUDA_RUNTIME_LIBRARY Shared)
-  target_compile_options(fusedops_sm90 PRIVATE -lineinfo --expt-relaxed-constexpr)
+  target_compile_options(fusedops_sm90 PRIVATE --expt-relaxed-constexpr)
+  if(FUSEDOPS_CUDA_LINEINFO)
+    target_compile_options(fusedops_sm90 PRIVATE -lineinfo)
+  endif()
   target_compile_definitions(fusedops_sm90 PRIVATE NDEBUG)
   target_link_libraries(_C PRIVATE fusedops_sm90)
   target_compile_definitions(_C PRIVATE FUSEDOPS_WITH_CUTLASS)

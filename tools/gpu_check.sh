@@ -36,7 +36,8 @@ arch=$("$python" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capabil
 if [ "${GPU_CHECK_BUILD:-1}" = 1 ]; then
   echo "== build for sm_${arch/./} ($("$python" -c 'import torch; print(torch.__version__)'))"
   start=$SECONDS
-  FUSEDOPS_CUDA=ON FUSEDOPS_CUDA_ARCHS=$arch \
+  # -lineinfo (FUSEDOPS_CUDA_LINEINFO): compute-sanitizer's reports name source lines.
+  FUSEDOPS_CUDA=ON FUSEDOPS_CUDA_ARCHS=$arch FUSEDOPS_CUDA_LINEINFO=1 \
     "$python" -m pip install -v --no-build-isolation --no-deps . >"$out/build.log" 2>&1 || {
     tail -50 "$out/build.log"; echo "gpu_check: build failed" >&2; exit 1; }
   echo "   built in $((SECONDS - start)) s"
