@@ -12,10 +12,10 @@
 namespace fusedops {
 
 std::vector<int64_t> add_output_shape(const Tensor& a, const Tensor& b) {
-  check_floating("add", "a", a);
-  check_floating("add", "b", b);
-  check_same_dtype_device("add", "a", a, "b", b);
-  return broadcast_shape("add", "a", a, "b", b);
+  check_floating(kAdd, "a", a);
+  check_floating(kAdd, "b", b);
+  check_same_dtype_device(kAdd, "a", a, "b", b);
+  return broadcast_shape(kAdd, "a", a, "b", b);
 }
 
 namespace {
@@ -33,7 +33,6 @@ Tensor add_cpu(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-constexpr char kAdd[] = "add";
 FUSEDOPS_OP(kAdd, "add(Tensor a, Tensor b) -> Tensor", add_cpu, add_cuda)
 
 }  // namespace

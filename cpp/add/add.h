@@ -7,6 +7,9 @@
 
 namespace fusedops {
 
+// The op's public name: its schema's and its errors'.
+constexpr char kAdd[] = "add";
+
 // Checks a and b; returns the broadcast output shape.
 std::vector<int64_t> add_output_shape(const Tensor& a, const Tensor& b);
 

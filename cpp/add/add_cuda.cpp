@@ -13,8 +13,8 @@ Tensor add_cuda(const Tensor& a, const Tensor& b) {
   if (out.numel() == 0) return out;
   Tensor x = a, y = b;
   const auto layout = elementwise_layout<3>(out.sizes(), {&x, &y});
-  cuda::check_cuda("add", cuda::launch_add(to_dtype(a.scalar_type()), out.data_ptr(), x.data_ptr(),
-                                           y.data_ptr(), layout, out.numel(), cuda::current_stream(a)));
+  cuda::check_cuda(kAdd, cuda::launch_add(to_dtype(a.scalar_type()), out.data_ptr(), x.data_ptr(),
+                                          y.data_ptr(), layout, out.numel(), cuda::current_stream(a)));
   return out;
 }
 

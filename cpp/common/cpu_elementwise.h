@@ -9,9 +9,8 @@
 // gathered into op-math buffers, f over the buffers, the results scattered.
 //
 // On x86-64 both run loops are compiled twice, for AVX2 and for the wheel's
-// baseline (SSE2), and the loader picks one by the CPU (GCC's target_clones):
-// one thread on a bfloat16 2^20 add took 0.44 ms baseline, 0.26 ms AVX2
-// (torch.add 0.29 ms; benchmarks/results/NOTES.md, issue 36).
+// baseline (SSE2), and the loader picks one by the CPU (GCC's target_clones;
+// benchmarks/results/NOTES.md, "The shared CPU elementwise loop in the half types").
 #pragma once
 
 #include <algorithm>

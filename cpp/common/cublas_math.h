@@ -21,7 +21,9 @@ int64_t current_cublas_math();
 
 inline CublasMath cublas_math_of(int64_t bits) {
   if (bits < 0) bits = current_cublas_math();
-  return {(bits & 1) != 0, static_cast<int>((bits >> 1) & 3), static_cast<int>((bits >> 3) & 3)};
+  return {.allow_tf32 = (bits & 1) != 0,
+          .fp16_reduction = static_cast<int>((bits >> 1) & 3),
+          .bf16_reduction = static_cast<int>((bits >> 3) & 3)};
 }
 
 }  // namespace fusedops

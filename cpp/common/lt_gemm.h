@@ -40,9 +40,16 @@ struct MatView {
 };
 
 inline MatView view_of(const Tensor& t) {
-  return {t.const_data_ptr(), t.size(0), t.size(1), t.stride(0), t.stride(1), t.scalar_type()};
+  return {.ptr = t.const_data_ptr(),
+          .rows = t.size(0),
+          .cols = t.size(1),
+          .s0 = t.stride(0),
+          .s1 = t.stride(1),
+          .dtype = t.scalar_type()};
 }
-inline MatView transposed(const MatView& v) { return {v.ptr, v.cols, v.rows, v.s1, v.s0, v.dtype}; }
+inline MatView transposed(const MatView& v) {
+  return {.ptr = v.ptr, .rows = v.cols, .cols = v.rows, .s0 = v.s1, .s1 = v.s0, .dtype = v.dtype};
+}
 
 // Largest power of two (<= 256) dividing the address: what cuBLASLt's
 // heuristics assume of a pointer.

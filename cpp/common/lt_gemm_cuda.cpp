@@ -45,12 +45,12 @@ std::optional<Operand> operand_of(const MatView& t) {
   if (t.s1 == 1 || cols == 1) {
     const int64_t ld = rows == 1 ? cols : t.s0;
     if (ld < cols || ld < 1) return std::nullopt;
-    return Operand{t.ptr, CUBLAS_OP_N, uint64_t(cols), uint64_t(rows), ld};
+    return Operand{.ptr = t.ptr, .op = CUBLAS_OP_N, .rows = uint64_t(cols), .cols = uint64_t(rows), .ld = ld};
   }
   if (t.s0 == 1 || rows == 1) {
     const int64_t ld = cols == 1 ? rows : t.s1;
     if (ld < rows || ld < 1) return std::nullopt;
-    return Operand{t.ptr, CUBLAS_OP_T, uint64_t(rows), uint64_t(cols), ld};
+    return Operand{.ptr = t.ptr, .op = CUBLAS_OP_T, .rows = uint64_t(rows), .cols = uint64_t(cols), .ld = ld};
   }
   return std::nullopt;
 }
@@ -145,11 +145,10 @@ uint32_t reduction_mask(ScalarType dtype, const CublasMath& math) {
 
 // The most workspace an algorithm may ask for. Where the output has at most 32
 // rows (cuBLAS's n), torch's own cuBLASLt default, 1 MiB: with more the
-// heuristic took split-K + a reduce kernel at 32x4096x4096 (10.9 us on an
-// H200 against the 7.8 us of torch's addmm, which 1 MiB gives us too).
+// heuristic takes split-K + a reduce kernel, slower than torch's addmm.
 // Elsewhere torch's cuBLAS workspace, 32 MiB on compute capability 9, 10 and
-// 12, 8 MiB + 128 KiB otherwise: with 1 MiB the fp16 8192^3 backward was 6%
-// slower and M = 64 1 us slower (benchmarks/results/NOTES.md, 2026-12-02).
+// 12, 8 MiB + 128 KiB otherwise: 1 MiB made large GEMMs slower
+// (benchmarks/results/NOTES.md, "cuBLASLt's workspace at small M").
 // CUBLASLT_WORKSPACE_SIZE (KiB) overrides both, as in torch.
 constexpr int64_t kFewRows = 32;
 

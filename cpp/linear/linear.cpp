@@ -26,7 +26,7 @@ LinearEpilogue linear_epilogue(const OptStr& activation, OptDouble min, OptDoubl
     } else if (a == "gelu_tanh") {
       e.act = Activation::GeluTanh;
     } else {
-      fail("linear", "activation must be None, \"relu\", \"gelu\" or \"gelu_tanh\", got \"", a, "\"");
+      fail(kLinear, "activation must be None, \"relu\", \"gelu\" or \"gelu_tanh\", got \"", a, "\"");
     }
   }
   e.has_min = min.has_value();
@@ -40,20 +40,20 @@ LinearEpilogue linear_epilogue(const OptStr& activation, OptDouble min, OptDoubl
 }
 
 std::vector<int64_t> linear_output_shape(const Tensor& x, const Tensor& weight, const OptTensor& bias) {
-  check_floating("linear", "x", x);
-  check_floating("linear", "weight", weight);
-  check_same_dtype_device("linear", "x", x, "weight", weight);
-  FUSEDOPS_CHECK(x.dim() >= 1, "linear",
+  check_floating(kLinear, "x", x);
+  check_floating(kLinear, "weight", weight);
+  check_same_dtype_device(kLinear, "x", x, "weight", weight);
+  FUSEDOPS_CHECK(x.dim() >= 1, kLinear,
                  "x must have at least 1 dimension [..., in_features], got a 0-dim tensor");
-  FUSEDOPS_CHECK(weight.dim() == 2, "linear", "weight must be 2-D [out_features, in_features], got shape ",
+  FUSEDOPS_CHECK(weight.dim() == 2, kLinear, "weight must be 2-D [out_features, in_features], got shape ",
                  ShapeText{weight.sizes()});
-  FUSEDOPS_CHECK(x.size(-1) == weight.size(1), "linear", "x of shape ", ShapeText{x.sizes()},
+  FUSEDOPS_CHECK(x.size(-1) == weight.size(1), kLinear, "x of shape ", ShapeText{x.sizes()},
                  " and weight of shape ", ShapeText{weight.sizes()},
                  " do not match: x's last dimension must equal weight's in_features (", weight.size(1), ")");
   if (has_bias(bias)) {
-    check_floating("linear", "bias", *bias);
-    check_same_dtype_device("linear", "x", x, "bias", *bias);
-    FUSEDOPS_CHECK(bias->dim() == 1 && bias->size(0) == weight.size(0), "linear",
+    check_floating(kLinear, "bias", *bias);
+    check_same_dtype_device(kLinear, "x", x, "bias", *bias);
+    FUSEDOPS_CHECK(bias->dim() == 1 && bias->size(0) == weight.size(0), kLinear,
                    "bias must be 1-D of size out_features (", weight.size(0), "), got shape ",
                    ShapeText{bias->sizes()});
   }
@@ -216,31 +216,29 @@ Tensor grad_z_matrix(const Tensor& grad, const Tensor& saved, const LinearEpilog
 
 void linear_check_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& saved,
                            const std::vector<bool>& mask, const LinearEpilogue& e) {
-  FUSEDOPS_CHECK(mask.size() == 3, "linear", "output_mask must have 3 elements, got ", mask.size());
-  check_floating("linear", "grad", grad);
-  FUSEDOPS_CHECK(grad.dim() >= 1, "linear", "grad must have at least 1 dimension, got a 0-dim tensor");
+  FUSEDOPS_CHECK(mask.size() == 3, kLinear, "output_mask must have 3 elements, got ", mask.size());
+  check_floating(kLinear, "grad", grad);
+  FUSEDOPS_CHECK(grad.dim() >= 1, kLinear, "grad must have at least 1 dimension, got a 0-dim tensor");
   // An input no requested gradient reads may be a stand-in of grad's dtype and device (grad itself).
-  check_same_dtype_device("linear", "grad", grad, "x", x);
-  check_same_dtype_device("linear", "grad", grad, "weight", weight);
-  check_same_dtype_device("linear", "grad", grad, "saved", saved);
+  check_same_dtype_device(kLinear, "grad", grad, "x", x);
+  check_same_dtype_device(kLinear, "grad", grad, "weight", weight);
+  check_same_dtype_device(kLinear, "grad", grad, "saved", saved);
   const int64_t rows = leading_rows(grad), cols = grad.size(-1);
   if (mask[0]) {
-    FUSEDOPS_CHECK(weight.dim() == 2 && weight.size(0) == cols, "linear", "weight of shape ",
+    FUSEDOPS_CHECK(weight.dim() == 2 && weight.size(0) == cols, kLinear, "weight of shape ",
                    ShapeText{weight.sizes()}, " does not match grad of shape ", ShapeText{grad.sizes()});
   }
   if (mask[1]) {
-    FUSEDOPS_CHECK(x.dim() >= 1 && leading_rows(x) == rows, "linear", "x of shape ", ShapeText{x.sizes()},
+    FUSEDOPS_CHECK(x.dim() >= 1 && leading_rows(x) == rows, kLinear, "x of shape ", ShapeText{x.sizes()},
                    " does not match grad of shape ", ShapeText{grad.sizes()});
   }
   if (!e.identity()) {
-    FUSEDOPS_CHECK(saved.numel() == rows * cols, "linear", "saved must have grad's ", rows * cols,
+    FUSEDOPS_CHECK(saved.numel() == rows * cols, kLinear, "saved must have grad's ", rows * cols,
                    " elements, got ", saved.numel());
   }
 }
 
 namespace {
-
-constexpr char kLinear[] = "linear";
 
 Tensor linear_cpu(const Tensor& x, const Tensor& weight, OptTensor bias, OptStr activation, OptDouble min,
                   OptDouble max, int64_t cublas_math) {

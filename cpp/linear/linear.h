@@ -34,6 +34,9 @@
 
 namespace fusedops {
 
+// The op's public name: its schema's and its errors'.
+constexpr char kLinear[] = "linear";
+
 using OptStr = std::optional<std::string>;
 using OptDouble = std::optional<double>;
 

@@ -31,8 +31,8 @@ void mm_fallback(const Tensor& out, const Tensor& a, const Tensor& b, const OptT
 
 void run_epilogue(const Tensor& z, const Tensor& out, const LinearEpilogue& e) {
   cuda::check_cuda(
-      "linear", cuda::launch_linear_epilogue(to_dtype(z.scalar_type()), z.const_data_ptr(),
-                                             out.mutable_data_ptr(), z.numel(), e, cuda::current_stream(z)));
+      kLinear, cuda::launch_linear_epilogue(to_dtype(z.scalar_type()), z.const_data_ptr(),
+                                            out.mutable_data_ptr(), z.numel(), e, cuda::current_stream(z)));
 }
 
 // ---- forward ----------------------------------------------------------------------------
@@ -88,14 +88,14 @@ std::optional<cuda::sm90::Tiles> sm90_tiles() {
   };
   static const Setting setting = []() -> Setting {
     const char* v = std::getenv("FUSEDOPS_LINEAR_SM90");
-    if (v == nullptr || std::strcmp(v, "1") == 0) return {true, Tiles::ByRule};
-    if (std::strcmp(v, "0") == 0) return {true, std::nullopt};
-    if (std::strcmp(v, "pingpong") == 0) return {true, Tiles::PingPong128};
-    if (std::strcmp(v, "cooperative") == 0) return {true, Tiles::Cooperative256};
-    return {false, std::nullopt};
+    if (v == nullptr || std::strcmp(v, "1") == 0) return {.valid = true, .tiles = Tiles::ByRule};
+    if (std::strcmp(v, "0") == 0) return {.valid = true, .tiles = std::nullopt};
+    if (std::strcmp(v, "pingpong") == 0) return {.valid = true, .tiles = Tiles::PingPong128};
+    if (std::strcmp(v, "cooperative") == 0) return {.valid = true, .tiles = Tiles::Cooperative256};
+    return {.valid = false, .tiles = std::nullopt};
   }();
   FUSEDOPS_CHECK(
-      setting.valid, "linear",
+      setting.valid, kLinear,
       "the environment variable FUSEDOPS_LINEAR_SM90 must be unset, 0, 1, pingpong or cooperative");
   return setting.tiles;
 }
@@ -111,17 +111,18 @@ cuda::sm90::TileOrder sm90_order() {
   };
   static const Setting setting = []() -> Setting {
     const char* v = std::getenv("FUSEDOPS_LINEAR_SM90_ORDER");
-    if (v == nullptr) return {true, {}};
+    if (v == nullptr) return {.valid = true, .order = {}};
     const std::string s(v);
-    if (s.empty() || s.size() > 2 || std::strchr("1248", s[0]) == nullptr) return {false, {}};
+    if (s.empty() || s.size() > 2 || std::strchr("1248", s[0]) == nullptr)
+      return {.valid = false, .order = {}};
     Raster raster = Raster::Heuristic;
     if (s.size() == 2) {
-      if (s[1] != 'm' && s[1] != 'n') return {false, {}};
+      if (s[1] != 'm' && s[1] != 'n') return {.valid = false, .order = {}};
       raster = s[1] == 'm' ? Raster::AlongM : Raster::AlongN;
     }
-    return {true, {.swizzle = s[0] - '0', .raster = raster}};
+    return {.valid = true, .order = {.swizzle = s[0] - '0', .raster = raster}};
   }();
-  FUSEDOPS_CHECK(setting.valid, "linear",
+  FUSEDOPS_CHECK(setting.valid, kLinear,
                  "the environment variable FUSEDOPS_LINEAR_SM90_ORDER must be unset or a swizzle of 1, 2, 4 "
                  "or 8 followed by m, n or nothing (e.g. 8m)");
   return setting.order;
@@ -134,8 +135,8 @@ bool is_sm90(int device) {
   std::atomic<int8_t>& slot = known.at(device);
   if (slot.load() == 0) {
     int major = 0, minor = 0;
-    cuda::check_cuda("linear", cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    cuda::check_cuda("linear", cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    cuda::check_cuda(kLinear, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    cuda::check_cuda(kLinear, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     slot.store(major == 9 && minor == 0 ? 1 : 2);
   }
   return slot.load() == 1;
@@ -190,7 +191,7 @@ bool forward_sm90(const Tensor& x2d, const Tensor& weight, const OptTensor& bias
   g.m = x2d.size(0);
   g.n = weight.size(0);
   g.k = x2d.size(1);
-  g.sm_count = cuda::device_info("linear", device).sm_count;
+  g.sm_count = cuda::device_info(kLinear, device).sm_count;
   g.tiles = *tiles;
   g.order = sm90_order();
   if (!cuda::sm90::supported(g) || (g.tiles == cuda::sm90::Tiles::ByRule && !cuda::sm90::preferred(g)))
@@ -204,8 +205,8 @@ bool forward_sm90(const Tensor& x2d, const Tensor& weight, const OptTensor& bias
   const size_t bytes = cuda::sm90::workspace_size(g);
   Tensor workspace;
   if (bytes > 0) workspace = empty(x2d, {static_cast<int64_t>(bytes)}, ScalarType::Byte);
-  cuda::check_cuda("linear", cuda::sm90::launch(g, bytes > 0 ? workspace.mutable_data_ptr() : nullptr,
-                                                cuda::current_stream(x2d)));
+  cuda::check_cuda(kLinear, cuda::sm90::launch(g, bytes > 0 ? workspace.mutable_data_ptr() : nullptr,
+                                               cuda::current_stream(x2d)));
   return true;
 }
 #endif
@@ -233,7 +234,7 @@ bool forward_lt(const Tensor& x2d, const Tensor& weight, const OptTensor& bias, 
   // works in place.
   const bool gemm_to_z = buf.want_aux && act == Activation::None;
   call->d = gemm_to_z ? buf.z.mutable_data_ptr() : buf.out.mutable_data_ptr();
-  lt::CallContext ctx("linear", x2d);
+  lt::CallContext ctx(kLinear, x2d);
   if (!lt::lt_gemm(*call, math, ctx)) return false;
   LinearEpilogue rest = e;
   if (act != Activation::None) rest.act = Activation::None;
@@ -299,11 +300,11 @@ bool grad_z_cuda(const Tensor& grad2d, const Tensor& saved, const LinearEpilogue
     const bool wide = grad2d.scalar_type() == ScalarType::Double;
     partial = empty(grad2d, {partials}, wide ? ScalarType::Double : ScalarType::Float);
   }
-  cuda::check_cuda(
-      "linear", cuda::launch_linear_grad_z(
-                    dtype, grad2d.const_data_ptr(), gs0, gs1, s.const_data_ptr(), grad_z.mutable_data_ptr(),
-                    M, N, e, partials > 0 ? grad_b->mutable_data_ptr() : nullptr,
-                    partials > 0 ? partial.mutable_data_ptr() : nullptr, cuda::current_stream(grad2d)));
+  cuda::check_cuda(kLinear, cuda::launch_linear_grad_z(dtype, grad2d.const_data_ptr(), gs0, gs1,
+                                                       s.const_data_ptr(), grad_z.mutable_data_ptr(), M, N, e,
+                                                       partials > 0 ? grad_b->mutable_data_ptr() : nullptr,
+                                                       partials > 0 ? partial.mutable_data_ptr() : nullptr,
+                                                       cuda::current_stream(grad2d)));
   return partials > 0;
 }
 
@@ -364,7 +365,7 @@ LinearGrads linear_backward_cuda(const Tensor& grad, const Tensor& x, const Tens
   Tensor grad_x, grad_w, grad_b, grad_z;
   if (mask[2]) grad_b = empty(grad, {N});
   bool grad_b_done = grad_z_cuda(grad2d, saved, e, grad_z, mask[2] ? &grad_b : nullptr);
-  lt::CallContext ctx("linear", grad);
+  lt::CallContext ctx(kLinear, grad);
   if (mask[0]) grad_x = grad_x_cuda(grad, grad_z, weight, math, ctx);
   if (mask[1]) {
     grad_w = empty(grad, {N, x.size(-1)});

@@ -70,7 +70,7 @@ void check_tables(const char* first_name, const Tensor& first, const Tensor& cos
 }
 
 RotaryTensor rotary_tensor(const Tensor& in, const Tensor& out) {
-  RotaryTensor t{in.const_data_ptr(), out.data_ptr(), in.size(1), {}};
+  RotaryTensor t{.in = in.const_data_ptr(), .out = out.data_ptr(), .heads = in.size(1)};
   for (int d = 0; d < 4; ++d) t.strides[d] = in.size(d) == 1 ? 0 : in.stride(d);
   return t;
 }
@@ -106,7 +106,9 @@ RotaryCall rotary_setup(const Tensor& q, const Tensor& k, const Tensor& cos, con
   check_first("q", q);
   check_second("q", q, "k", k);
   check_tables("q", q, cos, sin);
-  RotaryCall call{empty(q, q.sizes()), empty(k, k.sizes()), rotary_problem(q, cos, sin, interleaved, false)};
+  RotaryCall call{.q_out = empty(q, q.sizes()),
+                  .k_out = empty(k, k.sizes()),
+                  .problem = rotary_problem(q, cos, sin, interleaved, false)};
   call.problem.q = rotary_tensor(q, call.q_out);
   call.problem.k = rotary_tensor(k, call.k_out);
   return call;
@@ -114,15 +116,16 @@ RotaryCall rotary_setup(const Tensor& q, const Tensor& k, const Tensor& cos, con
 
 RotaryCall rotary_backward_setup(const std::optional<Tensor>& grad_q, const std::optional<Tensor>& grad_k,
                                  const Tensor& cos, const Tensor& sin, bool interleaved) {
-  if (!grad_q && !grad_k) return {no_tensor(cos), no_tensor(cos), RotaryProblem{}};
+  if (!grad_q && !grad_k)
+    return {.q_out = no_tensor(cos), .k_out = no_tensor(cos), .problem = RotaryProblem{}};
   const char* name = grad_q ? "grad_q" : "grad_k";
   const Tensor& first = grad_q ? *grad_q : *grad_k;
   check_first(name, first);
   if (grad_q && grad_k) check_second("grad_q", *grad_q, "grad_k", *grad_k);
   check_tables(name, first, cos, sin);
-  RotaryCall call{grad_q ? empty(first, grad_q->sizes()) : no_tensor(first),
-                  grad_k ? empty(first, grad_k->sizes()) : no_tensor(first),
-                  rotary_problem(first, cos, sin, interleaved, true)};
+  RotaryCall call{.q_out = grad_q ? empty(first, grad_q->sizes()) : no_tensor(first),
+                  .k_out = grad_k ? empty(first, grad_k->sizes()) : no_tensor(first),
+                  .problem = rotary_problem(first, cos, sin, interleaved, true)};
   if (grad_q) call.problem.q = rotary_tensor(*grad_q, call.q_out);
   if (grad_k) call.problem.k = rotary_tensor(*grad_k, call.k_out);
   return call;

@@ -76,8 +76,11 @@ SbcForwardSetup sbc_forward_setup(const Tensor& x, const OptTensor& scale, const
                                   double scale_value, double bias_value, std::optional<double> min,
                                   std::optional<double> max) {
   sbc_check(x, scale, bias);
-  SbcForwardSetup s{empty(x, x.sizes()), x, bias, StridedLayout<3>{},
-                    sbc_scalars(scale, scale_value, bias_value, min, max)};
+  SbcForwardSetup s{.out = empty(x, x.sizes()),
+                    .x = x,
+                    .bias = bias,
+                    .layout = StridedLayout<3>{},
+                    .scalars = sbc_scalars(scale, scale_value, bias_value, min, max)};
   if (s.out.numel() > 0) s.layout = elementwise_layout<3>(x.sizes(), {&s.x, s.bias ? &*s.bias : nullptr});
   return s;
 }
@@ -109,7 +112,10 @@ SbcBackwardSetup sbc_backward_setup(const Tensor& grad_out, const Tensor& x, con
     s.grad_bias = empty(x, bias->sizes());
   }
   auto pointer = [](OptTensor& t) { return t ? t->data_ptr() : nullptr; };
-  s.grads = {pointer(s.grad_x), pointer(s.grad_bias_full), pointer(s.grad_scale), pointer(s.grad_bias)};
+  s.grads = {.grad_x = pointer(s.grad_x),
+             .grad_bias_full = pointer(s.grad_bias_full),
+             .grad_scale = pointer(s.grad_scale),
+             .grad_bias_sum = pointer(s.grad_bias)};
   return s;
 }
 

@@ -28,15 +28,15 @@ namespace {
 // The kernels of one backward call; the O(blocks) scratch for their partial
 // sums comes from the caching allocator, on the current stream.
 void launch_backward(const SbcBackwardSetup& s) {
-  const cuda::SbcBackwardProblem problem{to_dtype(s.x.scalar_type()),
-                                         s.layout,
-                                         s.numel,
-                                         s.grad_out.const_data_ptr(),
-                                         s.x.const_data_ptr(),
-                                         s.bias ? s.bias->const_data_ptr() : nullptr,
-                                         s.scalars,
-                                         s.shape,
-                                         s.grads};
+  const cuda::SbcBackwardProblem problem{.dtype = to_dtype(s.x.scalar_type()),
+                                         .layout = s.layout,
+                                         .numel = s.numel,
+                                         .grad_out = s.grad_out.const_data_ptr(),
+                                         .x = s.x.const_data_ptr(),
+                                         .bias = s.bias ? s.bias->const_data_ptr() : nullptr,
+                                         .scalars = s.scalars,
+                                         .shape = s.shape,
+                                         .grads = s.grads};
   const int device = s.x.get_device_index();
   const cuda::SbcBackwardPlan plan = cuda::plan_sbc_backward(problem, cuda::device_info(kSbc, device));
   std::optional<Tensor> partials;

@@ -56,10 +56,9 @@ __device__ __forceinline__ void same_offsets(int64_t i, int64_t (&off)[N]) {
 
 // All operands dense: kVec-wide aligned accesses (16 bytes when the pointers
 // allow, 1 element otherwise), 64-bit indices. One vector per thread and as
-// many blocks as the work needs: on the H200 this moved 4.36 TB/s against
-// 4.12-4.16 TB/s for a device-sized persistent grid with 1-4 vectors in flight
-// per thread (add, 2^28 float32, benchmarks/results/NOTES.md). The grid-stride
-// loop only matters past 2^31 - 1 blocks.
+// many blocks as the work needs, which beat a device-sized persistent grid
+// (benchmarks/results/NOTES.md, "add, grid shape"). The grid-stride loop only
+// matters past 2^31 - 1 blocks.
 template <typename T, int kVec, int kOut, int kIn, typename F>
 __global__ void __launch_bounds__(kThreads)
     elementwise_dense_kernel(Operands<T, kOut, kIn> p, int64_t n, F f) {

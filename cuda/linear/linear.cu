@@ -143,9 +143,9 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The bias reduction's grid: 32 * kVec columns a block, and rows in blocks of at
-// least kWarps, about 1024 blocks in all. More, shorter blocks ran faster on the
-// H200 than one resident wave of longer ones (4096^3 bf16: 37.8 us against 39.3
-// with 4 blocks an SM and 42.9 with 8), while the partial sums stay small.
+// least kWarps, about 1024 blocks in all: more, shorter blocks ran faster than one
+// resident wave of longer ones (benchmarks/results/NOTES.md, "the bias reduction's
+// grid"), while the partial sums stay small.
 struct BiasGrid {
   int64_t col_blocks, row_blocks, block_rows;
 };
@@ -155,7 +155,9 @@ BiasGrid bias_grid(int64_t rows, int64_t cols, int vec) {
   const int64_t most = std::max<int64_t>((rows + kWarps - 1) / kWarps, 1);
   const int64_t wanted = std::clamp<int64_t>(1024 / col_blocks, 1, std::min<int64_t>(most, 65535));
   const int64_t block_rows = (rows + wanted - 1) / wanted;
-  return {col_blocks, std::max<int64_t>((rows + block_rows - 1) / block_rows, 1), block_rows};
+  return {.col_blocks = col_blocks,
+          .row_blocks = std::max<int64_t>((rows + block_rows - 1) / block_rows, 1),
+          .block_rows = block_rows};
 }
 
 int vec_of(DType dtype) {

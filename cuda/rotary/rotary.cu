@@ -67,7 +67,10 @@ __device__ __forceinline__ Unit unit_of(const RotaryProblem& p, int64_t unit) {
   const bool rotated = unit * 2 * kPairs < p.rotary_dim;
   const bool halves = rotated && !p.interleaved;
   const int64_t first = halves ? unit * kPairs : unit * 2 * kPairs;
-  return {rotated, halves, first, first + (halves ? p.rotary_dim / 2 : kPairs)};
+  return {.rotated = rotated,
+          .halves = halves,
+          .first = first,
+          .second = first + (halves ? p.rotary_dim / 2 : kPairs)};
 }
 
 template <bool kVector, int kPairs, typename T>

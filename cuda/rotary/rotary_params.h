@@ -49,8 +49,10 @@ FUSEDOPS_HD RotaryRow rotary_row(const RotaryProblem& p, int64_t b, int64_t s, i
   const bool is_q = h < p.q.heads;
   const RotaryTensor& x = is_q ? p.q : p.k;
   const int64_t head = is_q ? h : h - p.q.heads;
-  return {is_q, b * x.strides[0] + head * x.strides[1] + s * x.strides[2],
-          ((b * x.heads + head) * p.seq + s) * p.head_dim, x.strides[3]};
+  return {.is_q = is_q,
+          .in = b * x.strides[0] + head * x.strides[1] + s * x.strides[2],
+          .out = ((b * x.heads + head) * p.seq + s) * p.head_dim,
+          .in_stride = x.strides[3]};
 }
 
 // One pair (a, b) in the op-math type: HF's x * cos + rotate_half(x) * sin,

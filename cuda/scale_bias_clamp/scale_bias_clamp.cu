@@ -24,11 +24,9 @@ namespace {
 constexpr int kBlocksPerSm = 4;
 constexpr int kBwdUnroll = 2;  // 16-byte loads in flight per stream; the backward reads two or three
 // The forward kernels need no partials: as many blocks as the work, each
-// thread one 16-byte vector (flat) or two rows of one vector column (rows).
-// On the H200 this moved 103-104% of cudaMemcpy's bandwidth at 2^28 (flat)
-// and 99.6-99.8% (rows), against 97-98% and 92-93% for a persistent grid with
-// four vectors in flight per thread (benchmarks/kernels/sbc_forward_shapes.cu,
-// benchmarks/results/h200-2026-11-30-sbc-forward-shapes.txt).
+// thread one 16-byte vector (flat) or two rows of one vector column (rows):
+// faster than a persistent grid with vectors in flight (benchmarks/results/NOTES.md,
+// "Linear's training path, the elementwise forward at the copy limit").
 constexpr int kRowsPerThread = 2;
 
 template <typename T>

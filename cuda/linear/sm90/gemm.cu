@@ -47,9 +47,8 @@ bool supported(const LinearGemm& g) {
 // over ours, unless the grid is large enough for a swizzled tile order
 // (order_for; 8192^3: 1.02x cuBLASLt + the pass with it, 0.99x without).
 // Below about two waves of 128x128 tiles cuBLASLt's smaller tiles fill the
-// GPU where ours cannot: H200 device times (benchmarks/results/NOTES.md,
-// 2026-12-02), ours / cuBLASLt + the pass, 1.5-2x at 32-64 tiles, 1.1-1.3x
-// at 96-192, 0.85-1.0x from 256 on.
+// GPU where ours cannot (benchmarks/results/NOTES.md, "The tile rule by
+// device time").
 bool preferred(const LinearGemm& g) {
   const int64_t tiles128 = grid_of(g, kPingPong128).tiles();
   return g.m > 64 && (g.k <= kMaxK || order_for(g).swizzle > 1) &&
@@ -58,8 +57,8 @@ bool preferred(const LinearGemm& g) {
 
 // Cooperative 128x256 where K is long enough for its faster mainloop to
 // outweigh an epilogue it does not overlap, and the grid still fills the GPU
-// twice over; ping-pong 128x128 elsewhere (H200, NOTES.md: at 4096^3 the
-// cooperative is 5% faster per call, at K = 1024 ping-pong up to 12%).
+// twice over; ping-pong 128x128 elsewhere (NOTES.md, "The tile rule by device
+// time").
 Tiles tiles_for(const LinearGemm& g) {
   if (g.tiles != Tiles::ByRule) return g.tiles;
   const bool coop =
@@ -69,9 +68,8 @@ Tiles tiles_for(const LinearGemm& g) {
 
 // Grids of 2048 or more 128x128 tiles (15 waves on an H200) are swizzled:
 // each wave takes its tiles 8 wide along M, so they share rows of x and w in
-// L2 (H200 device times, bf16 GELU, NOTES.md 2026-12-02: 8192^3 cooperative
-// 1732 -> 1678 us, 16384x4096x1024 ping-pong 242.5 -> 233.5; at 1024 tiles no
-// gain). CUTLASS pads each side of the grid to a multiple of swizzle x
+// L2 (NOTES.md, "Tile orders for the sm_90a GEMM": 2-4% at 4096 tiles, no gain
+// at 1024). CUTLASS pads each side of the grid to a multiple of swizzle x
 // cluster, and a padded tile costs a whole mainloop (a swizzle of 8 over 8
 // tile rows doubled the time): so the widest swizzle that pads nothing, else
 // none.
