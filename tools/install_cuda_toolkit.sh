@@ -48,6 +48,8 @@ set -euo pipefail
 
 log() { printf '[install_cuda_toolkit] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+# shellcheck source=tools/private_apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/private_apt.sh"
 
 usage() {
     # The comment block at the top of this file.
@@ -251,12 +253,7 @@ install_rpm_cuda12() {
 }
 
 # --- CUDA 12.4 from Debian trixie -------------------------------------------------
-# apt runs with a private configuration: APT_CONFIG is read before apt.conf.d
-# and redirects Dir::Etc::parts, so the system's sources, lists, cache, dpkg
-# status, pins and hooks (APT::Update::Post-Invoke...) are neither used nor
-# changed. Security is apt's usual: the Release file must be signed by a key
-# in Debian's archive keyring (signed-by), every .deb must match the SHA256 in
-# the signed index, and unauthenticated packages are refused; the pinned
+# apt runs with tools/private_apt.sh's private configuration; the pinned
 # SHA256s above are checked once more after the download.
 
 # The system's Debian mirror (first .../debian source), else deb.debian.org.
@@ -279,40 +276,10 @@ fetch_debian_cuda12() {
     local apt_conf=$work/apt.conf
     mirror=$(debian_mirror)
     [[ -r $debian_keyring ]] || die "$debian_keyring not found (Debian package debian-archive-keyring)"
-    mkdir -p "$work"/{apt.conf.d,preferences.d,lists/partial,cache/archives/partial,state,debs}
-    : >"$work/status"
+    mkdir -p "$work/debs"
     printf 'deb [signed-by=%s] %s %s %s\n' "$debian_keyring" "$mirror" "$debian_suite" \
         "$debian_components" >"$work/sources.list"
-    {
-        cat <<EOF
-Dir::Etc::main "/dev/null";
-Dir::Etc::parts "$work/apt.conf.d";
-Dir::Etc::sourcelist "$work/sources.list";
-Dir::Etc::sourceparts "-";
-Dir::Etc::preferences "/dev/null";
-Dir::Etc::preferencesparts "$work/preferences.d";
-Dir::State "$work/state";
-Dir::State::lists "$work/lists";
-Dir::State::status "$work/status";
-Dir::Cache "$work/cache";
-Dir::Cache::pkgcache "";
-Dir::Cache::srcpkgcache "";
-APT::Architecture "amd64";
-APT::Architectures { "amd64"; };
-Acquire::Languages "none";
-EOF
-        # Keep the system's proxy and Release-date settings (mirrors behind a
-        # proxy or a snapshot), nothing else of its configuration.
-        apt-config dump 2>/dev/null |
-            grep -E '^Acquire::((https?|ftp)::Proxy|Check-Valid-Until|Check-Date)( |::)' || true
-        # ...and never accept an unsigned or weakly signed repository.
-        cat <<EOF
-Acquire::AllowInsecureRepositories "false";
-Acquire::AllowWeakRepositories "false";
-Acquire::AllowDowngradeToInsecureRepositories "false";
-APT::Get::AllowUnauthenticated "false";
-EOF
-    } >"$apt_conf"
+    private_apt "$work" amd64
     # apt downloads as user _apt where it can; let it write the target dir.
     if ((EUID == 0)) && id _apt >/dev/null 2>&1; then
         chown _apt "$work/debs"

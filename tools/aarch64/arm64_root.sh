@@ -24,44 +24,22 @@ rm -rf "$root"
 mkdir -p "$root"
 root=$(cd "$root" && pwd)
 apt_dir=$(mktemp -d)
-chmod 755 "$apt_dir" # apt downloads as user _apt
 trap 'rm -rf "$apt_dir"' EXIT
-mkdir -p "$apt_dir"/{parts,preferences.d,lists/partial,archives/partial,state}
-: >"$apt_dir/status"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 cat >"$apt_dir/sources.list" <<SOURCES
 deb [signed-by=$keyring] http://deb.debian.org/debian bookworm main
 deb [signed-by=$keyring] http://deb.debian.org/debian bookworm-updates main
 deb [signed-by=$keyring] http://deb.debian.org/debian-security bookworm-security main
 SOURCES
-cat >"$apt_dir/apt.conf" <<CONF
-Dir::Etc::main "/dev/null";
-Dir::Etc::parts "$apt_dir/parts";
-Dir::Etc::sourcelist "$apt_dir/sources.list";
-Dir::Etc::sourceparts "-";
-Dir::Etc::preferences "/dev/null";
-Dir::Etc::preferencesparts "$apt_dir/preferences.d";
-Dir::State "$apt_dir/state";
-Dir::State::lists "$apt_dir/lists";
-Dir::State::status "$apt_dir/status";
-Dir::Cache "$apt_dir";
-Dir::Cache::archives "$apt_dir/archives";
-Dir::Cache::pkgcache "";
-Dir::Cache::srcpkgcache "";
-APT::Architecture "arm64";
-APT::Architectures { "arm64"; };
-APT::Install-Recommends "false";
-Acquire::Languages "none";
-Acquire::AllowInsecureRepositories "false";
-APT::Get::AllowUnauthenticated "false";
-CONF
-if ((EUID == 0)) && id _apt >/dev/null 2>&1; then chown -R _apt "$apt_dir/lists" "$apt_dir/archives"; fi
+# shellcheck source=tools/private_apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../private_apt.sh"
+private_apt "$apt_dir" arm64
 export APT_CONFIG=$apt_dir/apt.conf
 apt-get -qq update
 # With an empty package status every dependency is downloaded: the closure.
 apt-get -qq install --download-only -y "${packages[@]}" >/dev/null
 count=0
-for deb in "$apt_dir"/archives/*.deb; do
+for deb in "$apt_dir"/cache/archives/*.deb; do
   dpkg-deb -x "$deb" "$root"
   count=$((count + 1))
 done
