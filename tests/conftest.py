@@ -37,3 +37,28 @@ def fresh_seed():
     seed = torch.seed()
     yield
     print(f"torch seed: {seed}")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--first-sample-only",
+        action="store_true",
+        help="run the tests driven by samples.py on each op's first sample only (the aarch64 run under qemu)",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--first-sample-only"):
+        return
+    from samples import ALL_SAMPLES
+
+    first = {}
+    for sample in ALL_SAMPLES:
+        first.setdefault(sample.op, sample)
+    keep, drop = [], []
+    for item in items:
+        sample = getattr(item, "callspec", None) and item.callspec.params.get("sample")
+        (drop if sample is not None and first[sample.op] is not sample else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
