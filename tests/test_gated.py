@@ -1,9 +1,10 @@
 """swiglu's and geglu's own semantics: the split form against the two-tensor
 form bit for bit, the kernels' paths (vector tails, misaligned pointers, rows
 of halves), NaN and inf, the tanh GELU, what the backward saves, the backward
-ops, bad calls on meta tensors, the nn modules, more than 2^31 elements. The
-generic checks (test_every_op.py, test_cuda_robustness.py) run on their
-samples in samples/swiglu.py and samples/geglu.py."""
+ops, bad calls on meta tensors, the nn modules, more than 2^31 elements, the
+float32 math's accuracy. The generic checks (test_every_op.py,
+test_cuda_robustness.py) run on their samples in samples/swiglu.py and
+samples/geglu.py."""
 
 from __future__ import annotations
 
@@ -99,6 +100,30 @@ def test_nan_and_inf_propagate_as_in_the_reference(call, act, device, dtype):
     for ours, theirs in zip(torch.autograd.grad(out, (gate, up), grad),
                             torch.autograd.grad(ref, (ref_gate, ref_up), grad.to(opmath)), strict=True):
         torch.testing.assert_close(ours, theirs.to(dtype), equal_nan=True, **TOLERANCE[dtype])
+
+
+@each_op
+def test_float32_math_is_as_accurate_as_torchs(call, act, device):
+    """In float32 (the op-math of the half types too) the activation and its
+    gradient are within torch's own float32 error of the float64 reference, or
+    two ulp of 1, over every range the math splits (the CPU's exp, erf and tanh
+    are polynomials of ours, cuda/common/vector_math.h): error over max(|ref|, 1)."""
+    gate = torch.cat([torch.linspace(-30, 30, 200_001), torch.linspace(-120, 120, 8_001)]).to(device)
+    up = torch.ones_like(gate)
+
+    def value_and_grad(fn, t):
+        t = t.clone().requires_grad_()
+        out = fn(t)
+        return out.detach(), torch.autograd.grad(out, t, torch.ones_like(out))[0]
+
+    ours = value_and_grad(lambda t: call(t, up), gate)
+    torchs = value_and_grad(act, gate)
+    exact = value_and_grad(act, gate.double())
+    for name, o, t, r in zip(("value", "gradient"), ours, torchs, exact, strict=True):
+        def error(a, r=r):
+            return ((a.double() - r).abs() / r.abs().clamp_min(1)).max().item()
+        bound = max(error(t), 2 * torch.finfo(torch.float32).eps)
+        assert error(o) <= bound, f"{name}: error {error(o):.3g} > {bound:.3g} (torch's {error(t):.3g})"
 
 
 def test_tanh_is_the_tanh_approximation(device):

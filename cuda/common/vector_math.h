@@ -1,0 +1,85 @@
+// exp, erf and tanh in float for the CPU loops, branch-free so that the loops
+// that call them vectorize (glibc's expf, erff and tanhf are calls no loop
+// vectorizes through: the gated ops' CPU kernels ran at 0.03-0.6x torch's,
+// whose own use Sleef). Host only; activations.h calls them for float (and so
+// for bfloat16 and float16, whose math is float) and std's otherwise.
+//
+// Each is a polynomial of ours (least squares on Chebyshev nodes against
+// float64, coefficients rounded to float). Against float64 over all 2^32
+// floats (tools/check_vector_math.cpp): exp within 1.3 ulp, erf within 2.8 ulp
+// and tanh within 1.4 ulp; inf and NaN come out as std's do. tests/test_gated.py holds the ops that use
+// them to torch's own float32 accuracy.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <limits>
+
+#include "cuda/common/host_device.h"
+
+namespace fusedops::vector_math {
+
+// p(t) = c[0] + c[1] t + ... by Horner's rule.
+template <int N>
+FUSEDOPS_HD float poly(const float (&c)[N], float t) {
+  float r = c[N - 1];
+  for (int i = N - 2; i >= 0; --i) r = r * t + c[i];
+  return r;
+}
+
+// 2^k for k in [-126, 127], by the exponent field.
+FUSEDOPS_HD float pow2(int32_t k) { return std::bit_cast<float>(static_cast<uint32_t>(k + 127) << 23); }
+
+// e^x = 2^n e^r, n = round(x / ln 2), |r| <= ln(2) / 2, e^r = 1 + r + r^2 p(r).
+FUSEDOPS_HD float exp(float x) {
+  constexpr float kP[] = {
+      0.5f, 0.16666667163f, 0.041666466743f, 0.0083333728835f, 0.0013933600858f, 0.00019849647651f};
+  // Clamped so that n fits the two steps of 2^n below (NaN goes to the low end: its
+  // result is replaced at the end). e^x is inf above kMaxFinite (the largest float
+  // whose e^x rounds to a finite float) and rounds to 0 below -103.98.
+  constexpr float kMaxFinite = 88.72283172607421875f;
+  float c = x > -104.0f ? x : -104.0f;
+  c = c < 88.8f ? c : 88.8f;
+  // Round to nearest by the 1.5 * 2^23 shift: no rounding instruction (SSE2 has none).
+  constexpr float kShift = 12582912.0f;
+  const float n = (c * 1.44269504089f + kShift) - kShift;
+  const float r = (c - n * 0.693359375f) - n * -2.12194440e-4f;  // ln 2 in two parts
+  const float er = 1.0f + r + r * r * poly(kP, r);
+  // 2^n in two factors, each a normal float: n goes down to -150 (denormal results).
+  const int32_t k = static_cast<int32_t>(n), k1 = k >> 1;
+  const float y = er * pow2(k1) * pow2(k - k1);
+  return x != x ? x : (x > kMaxFinite ? std::numeric_limits<float>::infinity() : y);
+}
+
+// erf(x) = x p(x^2) for |x| < 1; 1 - e^(-x^2) q(|x| - 2.45) up to 3.92, where it rounds to 1.
+FUSEDOPS_HD float erf(float x) {
+  constexpr float kSmall[] = {1.1283792257f,    -0.37612628937f,    0.11283612251f,    -0.026854809374f,
+                              0.0051900534891f, -0.00080243538832f, 0.000078982098785f};
+  constexpr float kLarge[] = {0.21458710730f,       -0.076902590692f,    0.026175701991f,
+                              -0.0085121020675f,    0.0026602461003f,    -0.00080483814236f,
+                              0.00023109494941f,    -0.000060564834712f, 0.000018336084395f,
+                              -0.0000070832502388f, 0.0000014981338836f};
+  const float a = x < 0.0f ? -x : x;
+  const float small = a * poly(kSmall, a * a);
+  const float large = 1.0f - exp(-(a * a)) * poly(kLarge, a - 2.45f);
+  const float r = a < 1.0f ? small : (a < 3.92f ? large : 1.0f);
+  return x != x ? x : (x < 0.0f ? -r : r);
+}
+
+// tanh(x) = x p(x^2) for |x| < 0.625, else 1 - 2 / (e^(2|x|) + 1).
+FUSEDOPS_HD float tanh(float x) {
+  constexpr float kSmall[] = {1.0f,
+                              -0.33333331347f,
+                              0.13333201408f,
+                              -0.053946506232f,
+                              0.021699897945f,
+                              -0.0081761647016f,
+                              0.0021422361024f};
+  const float a = x < 0.0f ? -x : x;
+  const float small = a * poly(kSmall, a * a);
+  const float large = 1.0f - 2.0f / (exp(2.0f * a) + 1.0f);
+  const float r = a < 0.625f ? small : large;
+  return x != x ? x : (x < 0.0f ? -r : r);
+}
+
+}  // namespace fusedops::vector_math
