@@ -120,10 +120,9 @@ def test_float32_math_is_as_accurate_as_torchs(call, act, device):
     torchs = value_and_grad(act, gate)
     exact = value_and_grad(act, gate.double())
     for name, o, t, r in zip(("value", "gradient"), ours, torchs, exact, strict=True):
-        def error(a, r=r):
-            return ((a.double() - r).abs() / r.abs().clamp_min(1)).max().item()
-        bound = max(error(t), 2 * torch.finfo(torch.float32).eps)
-        assert error(o) <= bound, f"{name}: error {error(o):.3g} > {bound:.3g} (torch's {error(t):.3g})"
+        our_error, torch_error = (((x.double() - r).abs() / r.abs().clamp_min(1)).max().item() for x in (o, t))
+        bound = max(torch_error, 2 * torch.finfo(torch.float32).eps)
+        assert our_error <= bound, f"{name}: error {our_error:.3g} > {bound:.3g} (torch's {torch_error:.3g})"
 
 
 def test_tanh_is_the_tanh_approximation(device):

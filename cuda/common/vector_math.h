@@ -7,8 +7,9 @@
 // Each is a polynomial of ours (least squares on Chebyshev nodes against
 // float64, coefficients rounded to float). Against float64 over all 2^32
 // floats (tools/check_vector_math.cpp): exp within 1.3 ulp, erf within 2.8 ulp
-// and tanh within 1.4 ulp; inf and NaN come out as std's do. tests/test_gated.py holds the ops that use
-// them to torch's own float32 accuracy.
+// and tanh within 1.4 ulp; inf and NaN come out as std's do.
+// tests/test_gated.py holds the ops that use them to torch's own float32
+// accuracy.
 #pragma once
 
 #include <bit>
