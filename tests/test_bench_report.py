@@ -76,6 +76,21 @@ def test_markdown_names_run_and_losses(tmp_path):
     assert "host float32 16x16x16 | 0.0040 | 4 us/call" in md
 
 
+def test_liger_is_a_baseline_where_it_ran():
+    """A "liger" row (Liger-Kernel, on CUDA where it is installed) gets its
+    speedup, columns and losses; a run without one shows no liger column."""
+    assert "liger" not in bench_report.markdown_tables(RESULT)
+    result = dict(RESULT, rows=RESULT["rows"] + [row("add", "liger", 0.8, [1 << 20]),
+                                                 row("linear", "liger", 8.0, [1024, 1024, 1024])])
+    cases = bench_report.cases(result)
+    assert [c["vs_liger"] for c in cases[:1] + cases[3:4]] == [0.8, 2.0]
+    assert math.isnan(cases[1]["vs_liger"])
+    md = bench_report.markdown_tables(result)
+    assert "| eager ms | compile ms | liger ms | vs eager | vs compile | vs liger |" in md
+    assert "| fwd float32 2^20 | 1.0000 | 12.58 GB/s | 90% (copy) | 2.0000 | 0.5000 | 0.8000 | 2.00x | 0.50x | 0.80x |" in md
+    assert "add fwd float32 2^20: 0.80x Liger-Kernel (1.0000 ms vs 0.8000 ms)" in bench_report.losses(result)
+
+
 def test_committed_results_are_in_the_current_format():
     """No reader shim for older formats: the committed runs are kept current
     (ab-*.json are benchmarks/ab.py's comparisons, not runs; model runs have

@@ -1,7 +1,7 @@
 """Tables, a plot and a Markdown report from the JSON of `python -m fusedops bench`.
 
 Rows of the JSON are measurements of one implementation ("fusedops", "eager",
-"compile") of one case; a case is every field of a row that is not a
+"compile", and "liger" where Liger-Kernel ran) of one case; a case is every field of a row that is not a
 measurement (op, pass, dtype, shape, and op-specific ones such as the bias
 shape or the activation). Used by `python -m fusedops bench --plot` and by
 benchmarks/report.py. matplotlib is needed for the plot only
@@ -17,7 +17,10 @@ from typing import Any
 
 # Fields that are measurements or derived from them, not part of a case.
 MEASURED = {"impl", "ms", "bytes", "flops", "GBs", "TFLOPs", "pct_of_ceiling", "ceiling", "fusedops_speedup",
-            "vs_eager", "vs_compile", "us_per_call", "peak_GiB"}
+            "vs_eager", "vs_compile", "vs_liger", "us_per_call", "peak_GiB"}
+
+# The implementations fusedops is compared with, and their names in text.
+BASELINES = {"eager": "eager PyTorch", "compile": "torch.compile", "liger": "Liger-Kernel"}
 
 
 def case_key(row: dict[str, Any]) -> tuple:
@@ -63,8 +66,9 @@ def ceiling_name(row: dict[str, Any]) -> str:
 
 def cases(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One entry per case, in the order of the rows: op, label, the fusedops
-    row, ms per implementation, and fusedops' speedup over eager and compile
-    (baseline time / fusedops time: above 1 means fusedops is faster)."""
+    row, ms per implementation, and fusedops' speedup over each baseline
+    (baseline time / fusedops time: above 1 means fusedops is faster; NaN
+    where the case has no row of that baseline)."""
     grouped: dict[tuple, dict[str, Any]] = {}
     for row in result["rows"]:
         entry = grouped.setdefault(case_key(row), {"op": row["op"], "label": case_label(row), "ms": {}})
@@ -74,11 +78,17 @@ def cases(result: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for entry in grouped.values():
         ours = entry["ms"].get("fusedops")
-        for impl in ("eager", "compile"):
+        for impl in BASELINES:
             base = entry["ms"].get(impl)
             entry[f"vs_{impl}"] = base / ours if ours and base else float("nan")
         out.append(entry)
     return out
+
+
+def baselines_of(entries: list[dict[str, Any]]) -> list[str]:
+    """The baselines that ran in any of the cases: eager and compile always
+    (a --no-compile run shows its compile column empty), liger where it ran."""
+    return [impl for impl in BASELINES if impl != "liger" or any("liger" in e["ms"] for e in entries)]
 
 
 def matplotlib_missing() -> str | None:
@@ -91,8 +101,8 @@ def matplotlib_missing() -> str | None:
 
 
 def plot(result: dict[str, Any], path: str) -> None:
-    """Speedup bars per op and case: fusedops over eager and over
-    torch.compile, with the break-even line at 1."""
+    """Speedup bars per op and case: fusedops over each baseline, with the
+    break-even line at 1."""
     hint = matplotlib_missing()
     if hint:
         raise SystemExit(hint)
@@ -102,6 +112,7 @@ def plot(result: dict[str, Any], path: str) -> None:
     import matplotlib.pyplot as plt
 
     entries = cases(result)
+    baselines = baselines_of(entries)
     ops = list(dict.fromkeys(e["op"] for e in entries))
     heights = [max(1, sum(e["op"] == op for e in entries)) for op in ops]
     fig, axes = plt.subplots(len(ops), 1, figsize=(10, 1.2 + 0.42 * sum(heights) + 0.6 * len(ops)),
@@ -109,27 +120,31 @@ def plot(result: dict[str, Any], path: str) -> None:
     for ax, op in zip(axes[:, 0], ops, strict=True):
         mine = [e for e in entries if e["op"] == op][::-1]
         ys = range(len(mine))
-        width = 0.4
-        for offset, impl, color in ((width / 2, "eager", "#4c72b0"), (-width / 2, "compile", "#dd8452")):
+        width = 0.8 / len(baselines)
+        for i, impl in enumerate(baselines):
             values = [e[f"vs_{impl}"] for e in mine]
-            bars = ax.barh([y + offset for y in ys], values, height=width, color=color,
-                           label=f"fusedops speed / {'eager' if impl == 'eager' else 'torch.compile'}")
+            offset = (len(baselines) - 1) / 2 * width - i * width
+            bars = ax.barh([y + offset for y in ys], values, height=width, color=PLOT_COLORS[impl],
+                           label=f"fusedops speed / {BASELINES[impl]}")
             ax.bar_label(bars, labels=[f"{v:.2f}x" if v == v else "n/a" for v in values], fontsize=7,
                          padding=2)
         ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set_yticks(list(ys), [e["label"] for e in mine], fontsize=8)
         ax.set_title(op, fontsize=10, loc="left")
-        finite = [e[k] for e in mine for k in ("vs_eager", "vs_compile") if e[k] == e[k]]
+        finite = [e[f"vs_{impl}"] for e in mine for impl in baselines if e[f"vs_{impl}"] == e[f"vs_{impl}"]]
         ax.set_xlim(0, max([1.2] + [1.15 * v for v in finite]))
     handles, labels = axes[0, 0].get_legend_handles_labels()
     env = result.get("env", {})
     fig.suptitle(f"fusedops {env.get('fusedops', '')} on {env.get('device', '?')}, "
                  f"torch {env.get('torch', '')}  (> 1: fusedops faster)", fontsize=10)
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.4 / fig.get_figheight()),
-               ncol=2, fontsize=8, frameon=False)
+               ncol=len(baselines), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.7 / fig.get_figheight()))
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+PLOT_COLORS = {"eager": "#4c72b0", "compile": "#dd8452", "liger": "#55a868"}
 
 
 def ceilings_text(result: dict[str, Any]) -> str:
@@ -145,12 +160,14 @@ def markdown_tables(result: dict[str, Any]) -> str:
     """One Markdown table per op: fusedops' time, rate and % of the ceiling,
     the baselines' times, and the speedups."""
     entries = cases(result)
+    baselines = baselines_of(entries)
     lines = []
     for op in dict.fromkeys(e["op"] for e in entries):
         lines += [f"### {op}", "",
-                  "| case | fusedops ms | rate | % of ceiling | eager ms | compile ms "
-                  "| vs eager | vs compile |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| case | fusedops ms | rate | % of ceiling | "
+                  + " | ".join(f"{impl} ms" for impl in baselines) + " | "
+                  + " | ".join(f"vs {impl}" for impl in baselines) + " |",
+                  "|---|---:|---:|---:|" + "---:|" * 2 * len(baselines)]
         for e in entries:
             if e["op"] != op or "row" not in e:
                 continue
@@ -159,8 +176,8 @@ def markdown_tables(result: dict[str, Any]) -> str:
             pct = pct_of_ceiling(e["row"])
             cells = [e["label"], f"{ms['fusedops']:.4f}", f"{value:.4g} {unit}",
                      f"{pct:.0f}% ({ceiling_name(e['row'])})" if pct == pct else "-",
-                     _num(ms.get("eager"), ".4f"), _num(ms.get("compile"), ".4f"),
-                     _num(e["vs_eager"], ".2f", "x"), _num(e["vs_compile"], ".2f", "x")]
+                     *(_num(ms.get(impl), ".4f") for impl in baselines),
+                     *(_num(e[f"vs_{impl}"], ".2f", "x") for impl in baselines)]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
@@ -170,7 +187,7 @@ def losses(result: dict[str, Any], threshold: float = 1.0) -> list[str]:
     """Cases where fusedops is slower than a baseline (speedup below threshold)."""
     out = []
     for e in cases(result):
-        for impl, name in (("eager", "eager PyTorch"), ("compile", "torch.compile")):
+        for impl, name in BASELINES.items():
             if e[f"vs_{impl}"] < threshold:
                 out.append(f"{e['op']} {e['label']}: {e[f'vs_{impl}']:.2f}x {name} "
                            f"({e['ms']['fusedops']:.4f} ms vs {e['ms'][impl]:.4f} ms)")
@@ -180,18 +197,20 @@ def losses(result: dict[str, Any], threshold: float = 1.0) -> list[str]:
 def print_summary(result: dict[str, Any]) -> None:
     """The per-op tables on stdout, in plain text."""
     entries = cases(result)
+    baselines = baselines_of(entries)
     for op in dict.fromkeys(e["op"] for e in entries):
         mine = [e for e in entries if e["op"] == op and "row" in e]
         width = max(len(e["label"]) for e in mine) if mine else 10
-        header = (f"{'case':<{width}}  {'fusedops ms':>11}  {'rate':>15}  {'%ceil':>6}  {'eager ms':>10}  "
-                  f"{'compile ms':>10}  {'x eager':>7}  {'x compile':>9}")
+        header = (f"{'case':<{width}}  {'fusedops ms':>11}  {'rate':>15}  {'%ceil':>6}"
+                  + "".join(f"  {impl + ' ms':>10}" for impl in baselines)
+                  + "".join(f"  {'x ' + impl:>9}" for impl in baselines))
         print(f"\n{op}\n{header}\n{'-' * len(header)}")
         for e in mine:
             value, unit = rate(e["row"])
             print(f"{e['label']:<{width}}  {e['ms']['fusedops']:>11.4f}  {value:>8.4g} {unit:<7}"
-                  f"{pct_of_ceiling(e['row']):>6.1f}  {e['ms'].get('eager', float('nan')):>10.4f}  "
-                  f"{e['ms'].get('compile', float('nan')):>10.4f}  {e['vs_eager']:>7.2f}  "
-                  f"{e['vs_compile']:>9.2f}")
+                  f"{pct_of_ceiling(e['row']):>6.1f}"
+                  + "".join(f"  {e['ms'].get(impl, float('nan')):>10.4f}" for impl in baselines)
+                  + "".join(f"  {e[f'vs_{impl}']:>9.2f}" for impl in baselines))
 
 
 def combine(results: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]:
@@ -235,8 +254,8 @@ def performance_markdown(result: dict[str, Any], plot_path: str | None, md_path:
         "linear's shapes up to 2^34 FLOPs a call) and replayed, time per call,",
         "i.e. device time without the host path (autograd, dispatch, launches). Rate: the op's bytes moved",
         "(read + written) or FLOPs per second. % of ceiling: of the run's copy bandwidth, or of its",
-        "GEMM (linear). vs eager / vs compile: the baseline's time over fusedops' time (above 1:",
-        "fusedops is faster).",
+        "GEMM (linear). vs eager / vs compile / vs liger (Liger-Kernel, where it ran): the baseline's",
+        "time over fusedops' time (above 1: fusedops is faster).",
         "",
     ]
     if note:
@@ -247,7 +266,7 @@ def performance_markdown(result: dict[str, Any], plot_path: str | None, md_path:
     lines += ["## Results", "", markdown_tables(result), "## Where fusedops does not win", ""]
     slower = losses(result)
     if not slower:
-        slower = ["none: fusedops was at least as fast as both baselines in every case measured."]
+        slower = ["none: fusedops was at least as fast as every baseline in every case measured."]
     lines += [f"- {text}" for text in slower]
     lines.append("")
     return "\n".join(lines)

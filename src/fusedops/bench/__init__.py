@@ -6,8 +6,9 @@ baseline. Used by `python -m fusedops bench`; the JSON it writes feeds
 fusedops.bench_report (tables, plot, docs/PERFORMANCE.md).
 
 An op's benchmark is its module here, fusedops/bench/<op>.py, collected by
-name: its BENCHMARK is a function that measures fusedops, eager PyTorch and
-torch.compile (with core.measure_passes) and returns rows, and the ceiling its
+name: its BENCHMARK is a function that measures fusedops, eager PyTorch,
+torch.compile and, on CUDA where it is installed, Liger-Kernel's kernel of the
+same op (with core.measure_passes) and returns rows, and the ceiling its
 rows are held to.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import json
 import pkgutil
 import sys
@@ -34,6 +36,14 @@ BENCHMARKS: dict[str, Benchmark] = {
     m.name: importlib.import_module(f"{__name__}.{m.name}").BENCHMARK
     for m in pkgutil.iter_modules(__path__) if m.name not in ("core", "model")
 }
+
+
+def liger_version() -> str | None:
+    """The installed Liger-Kernel's version (the ops' "liger" rows), or None."""
+    try:
+        return importlib.metadata.version("liger-kernel")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     core.skipped_impls.clear()
     if args.no_compile:
         core.skipped_impls.update(("compile", "compile-max"))
+    liger = liger_version() if on_gpu else None
     env = {
         "fusedops": fusedops.__version__,
         "torch": torch.__version__,
@@ -123,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
         "allow_tf32": torch.backends.cuda.matmul.allow_tf32,
         "sizes": sizes,
         "repeats": repeats,
-        "baselines": "eager" if args.no_compile else "eager, compile",
+        "baselines": ", ".join(["eager"] + ["compile"] * (not args.no_compile) + ["liger"] * (liger is not None)),
+        "liger_kernel": liger,
         "command": " ".join(["python -m fusedops"] + sys.argv[1:]),
     }
     print(f"fusedops bench on {env['device']} (torch {env['torch']}; elementwise sizes "

@@ -1,4 +1,5 @@
-"""geglu's benchmark: swiglu's (bench/swiglu.py) with the erf GELU."""
+"""geglu's benchmark: swiglu's (bench/swiglu.py) with the erf GELU. No Liger
+rows: Liger-Kernel's GEGLU is the tanh approximation only, another function."""
 
 from __future__ import annotations
 
@@ -8,4 +9,4 @@ import fusedops
 
 from .swiglu import gated_benchmark
 
-BENCHMARK = gated_benchmark("geglu", fusedops.geglu, F.gelu)
+BENCHMARK = gated_benchmark("geglu", lambda gate, up: fusedops.geglu(gate, up), F.gelu)

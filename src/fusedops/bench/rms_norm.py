@@ -12,7 +12,16 @@ import torch
 
 import fusedops
 
-from .core import HOST_CASE_SIZE, Benchmark, graph_calls, host_rows, measure_passes, no_grad_call, train_step
+from .core import (
+    HOST_CASE_SIZE,
+    Benchmark,
+    graph_calls,
+    host_rows,
+    liger_op,
+    measure_passes,
+    no_grad_call,
+    train_step,
+)
 
 EPS = 1e-6
 
@@ -29,10 +38,11 @@ def _eager_add_rms_norm(x, residual, weight):
 
 
 def norm_rows(op: str, ours: Callable, eager: Callable, hidden: int, params: int, device: torch.device,
-              numel: int, repeats: int) -> list[dict[str, Any]]:
+              numel: int, repeats: int, liger: Callable | None = None) -> list[dict[str, Any]]:
     """Forward and forward+backward rows of a norm op over [numel // hidden,
-    hidden] in float32 and bfloat16, every input requiring grad; `ours` and
-    `eager` take (x, [residual,] *params) (an add_ op: two outputs).
+    hidden] in float32 and bfloat16, every input requiring grad; `ours`,
+    `eager` and `liger` (Liger-Kernel's, where it runs) take (x, [residual,]
+    *params) (an add_ op: two outputs).
 
     bytes (s: x's element size, n elements, `params` parameters of hidden
     elements): forward reads x (and residual) and writes out (and summed);
@@ -56,6 +66,8 @@ def norm_rows(op: str, ours: Callable, eager: Callable, hidden: int, params: int
         bwd_bytes = fwd_bytes + ((4 if add else 3) * n + 2 * params * hidden) * size
         fns = {"fusedops": functools.partial(ours, *leaves), "eager": functools.partial(eager, *leaves),
                "compile": functools.partial(compiled, *leaves)}
+        if liger is not None:
+            fns["liger"] = functools.partial(liger, *leaves)
         forward = {impl: functools.partial(no_grad_call, fn) for impl, fn in fns.items()}
         train = {impl: functools.partial(train_step, fn, grads if add else grads[0], leaves)
                  for impl, fn in fns.items()}
@@ -69,10 +81,11 @@ def norm_rows(op: str, ours: Callable, eager: Callable, hidden: int, params: int
 
 def bench_rms_norm(device: torch.device, numel: int, repeats: int, quick: bool) -> list[dict[str, Any]]:
     """rms_norm and add_rms_norm at hidden 4096 (Llama 7B/8B); see norm_rows."""
+    liger, liger_add = liger_op("liger_rms_norm", device), liger_op("liger_fused_add_rms_norm", device)
     rows = norm_rows("rms_norm", lambda x, w: fusedops.rms_norm(x, w, EPS), _eager_rms_norm, 4096, 1, device,
-                     numel, repeats)
+                     numel, repeats, liger and (lambda x, w: liger(x, w, EPS)))
     rows += norm_rows("add_rms_norm", lambda x, r, w: fusedops.add_rms_norm(x, r, w, EPS), _eager_add_rms_norm,
-                      4096, 1, device, numel, repeats)
+                      4096, 1, device, numel, repeats, liger_add and (lambda x, r, w: liger_add(x, r, w, EPS)))
     if numel == HOST_CASE_SIZE:
         tiny = (torch.randn(8, 128, device=device), torch.randn(128, device=device))
         rows += host_rows("rms_norm", [8, 128], tiny, lambda x, w: fusedops.rms_norm(x, w, EPS), _eager_rms_norm,

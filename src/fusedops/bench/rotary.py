@@ -10,9 +10,8 @@ from typing import Any
 import torch
 
 import fusedops
-from fusedops.ops.rotary import reference
 
-from .core import Benchmark, graph_calls, host_rows, measure_passes, no_grad_call
+from .core import Benchmark, graph_calls, host_rows, liger_op, measure_passes, no_grad_call
 
 # (batch, seq, q heads, k heads, head_dim, rotated dims): Llama-3 8B's attention
 # (32/8 heads of 128) at 8k and 32k tokens, a 16k-token batch of 64-dim heads,
@@ -44,9 +43,13 @@ def bench_rotary(device: torch.device, numel: None, repeats: int, quick: bool) -
     bytes, forward: q and k read and written, cos and sin read. forward+backward:
     the forward's plus the backward's: both output gradients read, the input
     gradients written, the tables read again."""
+    # Imported here: benchmarks/tree_bench.py imports this module beside older builds without the op.
+    from fusedops.ops.rotary import reference
+
     shapes = SHAPES_QUICK if quick else SHAPES_GPU if device.type == "cuda" else SHAPES_SMALL
     dtypes = (torch.bfloat16,) if device.type == "cuda" else (torch.float32, torch.bfloat16)
     compiled = torch.compile(reference, fullgraph=True, dynamic=False)
+    liger = liger_op("liger_rope", device)
     rows = []
     for dtype in dtypes:
         for shape in shapes:
@@ -57,6 +60,8 @@ def bench_rotary(device: torch.device, numel: None, repeats: int, quick: bool) -
             fns = {"fusedops": functools.partial(fusedops.rotary, q, k, cos, sin),
                    "eager": functools.partial(reference, q, k, cos, sin),
                    "compile": functools.partial(compiled, q, k, cos, sin)}
+            if liger is not None:
+                fns["liger"] = functools.partial(liger, q, k, cos, sin)
             grads = (torch.randn_like(q, memory_format=torch.contiguous_format), torch.randn_like(k))
             forward = {impl: functools.partial(no_grad_call, fn) for impl, fn in fns.items()}
             train = {impl: functools.partial(_train, fn, (q, k), grads) for impl, fn in fns.items()}

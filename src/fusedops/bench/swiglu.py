@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import fusedops
 
-from .core import Benchmark, graph_calls, host_rows, measure_passes, no_grad_call, train_step
+from .core import Benchmark, graph_calls, host_rows, liger_op, measure_passes, no_grad_call, train_step
 
 # (rows, d): the output's shape; gate and up are [rows, d] each, or one [rows, 2d].
 # 16384 x 14336: a Llama-3-8B MLP over 16384 tokens.
@@ -47,16 +47,19 @@ def _rows(op: str, form: str, shape: list[int], dtype: torch.dtype, numel: int, 
     return rows
 
 
-def gated_benchmark(op: str, ours: Callable, act: Callable) -> Benchmark:
+def gated_benchmark(op: str, ours: Callable, act: Callable, liger: str | None = None) -> Benchmark:
     """The benchmark of fusedops.<op> (`ours`, called as ours(gate, up)) against
     act(gate) * up: each shape of the device in bfloat16 and float32, as two
     tensors and split, forward and forward+backward; on CUDA also as CUDA
-    graph replays (device time); and the host cost per call on [4, 256]."""
+    graph replays (device time); and the host cost per call on [4, 256].
+    `liger`: Liger-Kernel's function of the same op (core.liger_op), timed on
+    two tensors, the form its MLP calls it in."""
 
     def bench(device: torch.device, numel: None, repeats: int, quick: bool) -> list[dict[str, Any]]:
         two = torch.compile(functools.partial(_two, act), fullgraph=True, dynamic=False)
         split = torch.compile(functools.partial(_split, act), fullgraph=True, dynamic=False)
         shapes = SHAPES_GPU if device.type == "cuda" else SHAPES_CPU
+        theirs = liger_op(liger, device) if liger else None
         rows = []
         for rows_, d in shapes[-1:] if quick else shapes:
             n = rows_ * d
@@ -66,6 +69,8 @@ def gated_benchmark(op: str, ours: Callable, act: Callable) -> Benchmark:
                 grad = torch.randn(rows_, d, device=device, dtype=dtype)
                 fns = {"fusedops": functools.partial(ours, gate, up), "eager": functools.partial(_two, act, gate, up),
                        "compile": functools.partial(two, gate, up)}
+                if theirs is not None:
+                    fns["liger"] = functools.partial(theirs, gate, up)
                 rows += _rows(op, "two", [rows_, d], dtype, n, gate.element_size(), fns, grad, (gate, up),
                               device, repeats)
                 fns = {"fusedops": functools.partial(ours, x, None), "eager": functools.partial(_split, act, x),
@@ -78,4 +83,6 @@ def gated_benchmark(op: str, ours: Callable, act: Callable) -> Benchmark:
     return Benchmark(bench, sized=False)
 
 
-BENCHMARK = gated_benchmark("swiglu", fusedops.swiglu, F.silu)
+# The op looked up at the call: benchmarks/tree_bench.py imports this module
+# beside older builds without it.
+BENCHMARK = gated_benchmark("swiglu", lambda gate, up: fusedops.swiglu(gate, up), F.silu, "liger_swiglu")
