@@ -10,6 +10,9 @@
 // and bias gradient terms per column (registers, or its own row of the
 // partial buffer when streaming); then it adds its row groups in order into
 // partial[blockIdx.x, :], and column_sums_kernel adds the blocks in order.
+// Its held kernel loads the next row's x and gradient before the current
+// row's reductions: one block fits an SM, and they keep its loads in flight
+// while it synchronizes.
 #include <initializer_list>
 
 #include "cuda/common/reduce.cuh"
@@ -27,9 +30,20 @@ constexpr int kMaxGroups = kBlockThreads / 32;
 __device__ __forceinline__ float inv_sqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double inv_sqrt(double v) { return rsqrt(v); }
 
+// a * b rounded, never contracted into a later add: the backward computes its
+// terms twice, and both must give the same bits (a one-column row's input
+// gradient, gw - mean(gw), is exactly 0).
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
+template <int kVec, typename T>
+__device__ __forceinline__ Vec<T, kVec> load_vec(const T* __restrict__ p, int64_t i) {
+  return *reinterpret_cast<const Vec<T, kVec>*>(p + i);
+}
+
 template <int kVec, typename T, typename A>
 __device__ __forceinline__ void load(const T* __restrict__ p, int64_t i, A (&v)[kVec]) {
-  const Vec<T, kVec> x = *reinterpret_cast<const Vec<T, kVec>*>(p + i);
+  const Vec<T, kVec> x = load_vec<kVec>(p, i);
 #pragma unroll
   for (int e = 0; e < kVec; ++e) v[e] = to_opmath(x.v[e]);
 }
@@ -230,18 +244,43 @@ struct Backward {
         cols(a.cols),
         offset(static_cast<A>(a.offset)) {}
 
-  // xhat, g = grad and gw = grad * (offset + weight) at [i, i + kVec); c: the column of i.
+  // xhat, g = grad and gw = grad * (offset + weight) from x and grad at
+  // column c as loaded (xv, gv).
   template <int kVec>
-  __device__ __forceinline__ void terms(int64_t i, int64_t c, A mu, A rs, A (&xhat)[kVec], A (&g)[kVec],
-                                        A (&gw)[kVec]) const {
-    load<kVec>(x, i, xhat);
-    load<kVec>(grad, i, g);
+  __device__ __forceinline__ void terms(const Vec<T, kVec>& xv, const Vec<O, kVec>& gv, int64_t c, A mu, A rs,
+                                        A (&xhat)[kVec], A (&g)[kVec], A (&gw)[kVec]) const {
     A w[kVec];
     if (weight != nullptr) load<kVec>(weight, c, w);
 #pragma unroll
     for (int e = 0; e < kVec; ++e) {
-      xhat[e] = (xhat[e] - mu) * rs;
-      gw[e] = weight != nullptr ? g[e] * (offset + w[e]) : g[e];
+      xhat[e] = (to_opmath(xv.v[e]) - mu) * rs;
+      g[e] = to_opmath(gv.v[e]);
+      gw[e] = weight != nullptr ? mul_rn(g[e], offset + w[e]) : g[e];
+    }
+  }
+
+  // A thread's share of one row in the held kernel: x and grad as loaded
+  // (element e of x[i] at column (i * blockDim.x + threadIdx.x) * kVec + e),
+  // and the row's statistics.
+  template <int kVec, int kIters>
+  struct HeldRow {
+    Vec<T, kVec> x[kIters];
+    Vec<O, kVec> g[kIters];
+    A mu, rs;
+  };
+
+  // r = row `row` (nothing for a row past the last).
+  template <bool kCenter, int kVec, int kIters>
+  __device__ __forceinline__ void fetch(int64_t row, HeldRow<kVec, kIters>& r) const {
+    if (row >= rows) return;
+    r.mu = kCenter ? mean[row] : A(0);
+    r.rs = rstd[row];
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * kVec;
+      if (c >= cols) continue;
+      r.x[i] = load_vec<kVec>(x, row * cols + c);
+      r.g[i] = load_vec<kVec>(grad, row * cols + c);
     }
   }
 
@@ -290,25 +329,26 @@ __global__ void __launch_bounds__(kBlockThreads, 1) backward_held_kernel(NormBac
   __shared__ A sums[kBlockThreads * kVec];
   const Backward<T, W> b(args);
   A dw[kIters][kVec] = {}, db[kIters][kVec] = {};
-  for (int64_t first = int64_t(blockIdx.x) * blockDim.y; first < b.rows;
-       first += int64_t(gridDim.x) * blockDim.y) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.y;
+  typename Backward<T, W>::template HeldRow<kVec, kIters> next;
+  b.template fetch<kCenter>(int64_t(blockIdx.x) * blockDim.y + threadIdx.y, next);
+  for (int64_t first = int64_t(blockIdx.x) * blockDim.y; first < b.rows; first += step) {
     const int64_t row = first + threadIdx.y;
     const bool active = row < b.rows;
-    const A mu = kCenter && active ? b.mean[row] : A(0);
-    const A rs = active ? b.rstd[row] : A(0);
-    A xhat[kIters][kVec], gw[kIters][kVec];
+    const auto r = next;
+    b.template fetch<kCenter>(row + step, next);  // in flight during this row's reductions
     A sum_gw = 0, sum_gwx = 0;
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * kVec;
       if (!active || c >= b.cols) continue;
-      A g[kVec];
-      b.template terms<kVec>(row * b.cols + c, c, mu, rs, xhat[i], g, gw[i]);
+      A xhat[kVec], g[kVec], gw[kVec];
+      b.template terms<kVec>(r.x[i], r.g[i], c, r.mu, r.rs, xhat, g, gw);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        sum_gw += gw[i][e];
-        sum_gwx += gw[i][e] * xhat[i][e];
-        dw[i][e] += g[e] * xhat[i][e];
+        sum_gw += gw[e];
+        sum_gwx += gw[e] * xhat[e];
+        dw[i][e] += g[e] * xhat[e];
         if constexpr (kCenter) db[i][e] += g[e];  // rms_norm has no bias
       }
     }
@@ -319,8 +359,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1) backward_held_kernel(NormBac
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * kVec;
-      if (active && c < b.cols)
-        b.template input_grad<kVec>(row * b.cols + c, rs, mean_gw, mean_gwx, xhat[i], gw[i]);
+      if (!active || c >= b.cols) continue;
+      A xhat[kVec], g[kVec], gw[kVec];  // recomputed: holding them takes the registers the next row needs
+      b.template terms<kVec>(r.x[i], r.g[i], c, r.mu, r.rs, xhat, g, gw);
+      b.template input_grad<kVec>(row * b.cols + c, r.rs, mean_gw, mean_gwx, xhat, gw);
     }
   }
   if (b.partial_weight != nullptr) write_partial<kVec>(b.partial_weight, b.cols, dw, sums);
@@ -352,7 +394,8 @@ __global__ void __launch_bounds__(kBlockThreads) backward_streamed_kernel(NormBa
     A sum_gw = 0, sum_gwx = 0;
     for (int64_t c = int64_t(threadIdx.x) * kVec; c < b.cols; c += step) {
       A xhat[kVec], g[kVec], gw[kVec];
-      b.template terms<kVec>(base + c, c, mu, rs, xhat, g, gw);
+      b.template terms<kVec>(load_vec<kVec>(b.x, base + c), load_vec<kVec>(b.grad, base + c), c, mu, rs, xhat,
+                             g, gw);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         sum_gw += gw[e];
@@ -367,7 +410,8 @@ __global__ void __launch_bounds__(kBlockThreads) backward_streamed_kernel(NormBa
     if (b.grad_x == nullptr) continue;
     for (int64_t c = int64_t(threadIdx.x) * kVec; c < b.cols; c += step) {
       A xhat[kVec], g[kVec], gw[kVec];
-      b.template terms<kVec>(base + c, c, mu, rs, xhat, g, gw);
+      b.template terms<kVec>(load_vec<kVec>(b.x, base + c), load_vec<kVec>(b.grad, base + c), c, mu, rs, xhat,
+                             g, gw);
       b.template input_grad<kVec>(base + c, rs, mean_gw, mean_gwx, xhat, gw);
     }
   }
