@@ -280,7 +280,7 @@ def liger_op(name: str, device: torch.device) -> Callable | None:
     functional.<name>: its autograd function, as its modules call it) for the
     bench's "liger" rows, on CUDA where Liger-Kernel is installed; else None.
     Its kernels are Triton's: CUDA only."""
-    if device.type != "cuda" or "liger" in skipped_impls:
+    if device.type != "cuda":
         return None
     try:
         from liger_kernel.transformers import functional
