@@ -6,8 +6,11 @@
 # tools/aarch64/arm64_root.sh, aarch64 torch from PyPI). The release builds the
 # same wheels natively on arm64 runners; this is what can be proven here.
 #
-#   tools/aarch64/build_test.sh WORK OUT     OUT: the repaired wheels; WORK: state, reused
-#   tools/aarch64/build_test.sh --fetch WORK  only the downloads (.ci/run: in the background)
+#   tools/aarch64/build_test.sh WORK OUT          OUT: the repaired wheels; WORK: state, reused
+#   tools/aarch64/build_test.sh --fetch WORK       only the downloads (.ci/run: in the background)
+#   tools/aarch64/build_test.sh --build WORK OUT   the downloads and the wheels, no tests
+#   tools/aarch64/build_test.sh --test WORK OUT    the tests of the wheels --build left (.ci/run:
+#                                                  it builds them beside the x86-64 wheels' tests)
 #
 # Env: AARCH64_CUDA_ARCHS: the cu13 wheel's archs here (default 9.0;10.0+PTX:
 #      GH200 and GB200; the matrix's full list takes ~3x as long to compile).
@@ -17,9 +20,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-fetch_only=false
-if [ "${1:-}" = --fetch ]; then fetch_only=true; shift; set -- "${1:-}" "${1:-}/out"; fi
-[ $# -eq 2 ] && [ -n "$1" ] || { sed -n '2,16s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+mode=all
+case ${1:-} in
+  --fetch) mode=fetch; shift; set -- "${1:-}" "${1:-}/out" ;;
+  --build | --test) mode=${1#--}; shift ;;
+esac
+[ $# -eq 2 ] && [ -n "$1" ] || { sed -n '2,19s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 mkdir -p "$1" "$2"
 work=$(cd "$1" && pwd) out=$(cd "$2" && pwd) repo=$PWD
 root=$work/arm64-root
@@ -67,67 +73,70 @@ done
 # pip itself, run by the aarch64 Python straight from its wheel (pip wheel).
 [ -f "$work/pip/pip-25.3-py3-none-any.whl" ] ||
   python3 -m pip download -q --no-deps -d "$work/pip" pip==25.3 2>&1 | { grep -v 'is ignored' || true; }
-if $fetch_only; then step "downloads done"; exit 0; fi
+if [ "$mode" = fetch ]; then step "downloads done"; exit 0; fi
 
-# The release builds every minor's natively (cibuildwheel); here, by default,
-# those of the torches the tests run under: each other minor is one more aarch64
-# torch download (~300 MB) for an accelerator the tests would not load, from the
-# source x86-64's are built and tested from under every minor.
-accelerators=${AARCH64_ACCELERATORS:-$(matrix_env cpu TEST_TORCH_VERSIONS) $(matrix_env cu13 TEST_TORCH_VERSIONS)}
-[ "$accelerators" = all ] && accelerators=$(python3 tools/wheel_matrix.py --accelerators)
-accelerators=$(tr ' ' '\n' <<< "$accelerators" | sort -uV | tr '\n' ' ')
-read -ra accelerators <<< "$accelerators"
-step "C++ autograd accelerators for torch ${accelerators[*]}, cross-built from each one's aarch64 torch wheel"
-rm -rf "$work/accel"
-PATH=$work/native-bin:$PATH PLATFORM=aarch64 WORK_DIR=$work/accel-work tools/build_accelerators.sh "$work/accel" \
-  "${accelerators[@]}"
-
-build_wheel() { # VARIANT TORCH: cross-build under qemu, repair into $out
-  local variant=$1 torch=$2 start=$SECONDS cuda=OFF wheel_archs=
-  if [ "$variant" != cpu ]; then cuda=ON wheel_archs=$archs; fi
-  rm -rf "$work/raw-$variant" "$work/build-$variant"
-  (
-    # shellcheck source=/dev/null
-    if [ "$variant" != cpu ]; then source "$work/cuda-aarch64/env.sh"; fi
-    PATH=$work/native-bin:$PATH PYTHONPATH=$work/torch-$torch:$work/build-tools \
-      CMAKE_TOOLCHAIN_FILE=$repo/tools/aarch64/toolchain.cmake FUSEDOPS_CUDA=$cuda \
-      FUSEDOPS_CUDA_ARCHS=$wheel_archs FUSEDOPS_ACCELERATORS=$work/accel \
-      guest "$work/pip/pip-25.3-py3-none-any.whl/pip" wheel -q --no-deps --no-build-isolation \
-      -w "$work/raw-$variant" --config-settings=build-dir="$work/build-$variant" . 2>&1 |
-      { grep -v 'is ignored: it is neither' || true; }
-  )
-  echo "built the aarch64 $variant wheel against torch $torch (archs: ${wheel_archs:-none}) in $((SECONDS - start)) s"
-  rm -f "$out"/fusedops-*+"$variant"-*aarch64.whl
-  # auditwheel reads the aarch64 ELF files natively; the cross toolchain's
-  # glibc (Debian 12: 2.36) decides the tag it can reach.
-  REPAIR_PLAT=auto tools/repair_wheel.sh "$work/raw-$variant"/fusedops-*.whl "$out"
-}
 wheel_of() { ls "$out"/fusedops-*+"$1"-*aarch64.whl; }
+if [ "$mode" != test ]; then
+  # The release builds every minor's natively (cibuildwheel); here, by default,
+  # those of the torches the tests run under: each other minor is one more aarch64
+  # torch download (~300 MB) for an accelerator the tests would not load, from the
+  # source x86-64's are built and tested from under every minor.
+  accelerators=${AARCH64_ACCELERATORS:-$(matrix_env cpu TEST_TORCH_VERSIONS) $(matrix_env cu13 TEST_TORCH_VERSIONS)}
+  [ "$accelerators" = all ] && accelerators=$(python3 tools/wheel_matrix.py --accelerators)
+  accelerators=$(tr ' ' '\n' <<< "$accelerators" | sort -uV | tr '\n' ' ')
+  read -ra accelerators <<< "$accelerators"
+  step "C++ autograd accelerators for torch ${accelerators[*]}, cross-built from each one's aarch64 torch wheel"
+  rm -rf "$work/accel"
+  PATH=$work/native-bin:$PATH PLATFORM=aarch64 WORK_DIR=$work/accel-work tools/build_accelerators.sh "$work/accel" \
+    "${accelerators[@]}"
 
-step "cpu wheel: FUSEDOPS_CUDA=OFF, against torch $(matrix_env cpu TORCH_VERSION) for aarch64"
-build_wheel cpu "$(matrix_env cpu TORCH_VERSION)"
+  build_wheel() { # VARIANT TORCH: cross-build under qemu, repair into $out
+    local variant=$1 torch=$2 start=$SECONDS cuda=OFF wheel_archs=
+    if [ "$variant" != cpu ]; then cuda=ON wheel_archs=$archs; fi
+    rm -rf "$work/raw-$variant" "$work/build-$variant"
+    (
+      # shellcheck source=/dev/null
+      if [ "$variant" != cpu ]; then source "$work/cuda-aarch64/env.sh"; fi
+      PATH=$work/native-bin:$PATH PYTHONPATH=$work/torch-$torch:$work/build-tools \
+        CMAKE_TOOLCHAIN_FILE=$repo/tools/aarch64/toolchain.cmake FUSEDOPS_CUDA=$cuda \
+        FUSEDOPS_CUDA_ARCHS=$wheel_archs FUSEDOPS_ACCELERATORS=$work/accel \
+        guest "$work/pip/pip-25.3-py3-none-any.whl/pip" wheel -q --no-deps --no-build-isolation \
+        -w "$work/raw-$variant" --config-settings=build-dir="$work/build-$variant" . 2>&1 |
+        { grep -v 'is ignored: it is neither' || true; }
+    )
+    echo "built the aarch64 $variant wheel against torch $torch (archs: ${wheel_archs:-none}) in $((SECONDS - start)) s"
+    rm -f "$out"/fusedops-*+"$variant"-*aarch64.whl
+    # auditwheel reads the aarch64 ELF files natively; the cross toolchain's
+    # glibc (Debian 12: 2.36) decides the tag it can reach.
+    REPAIR_PLAT=auto tools/repair_wheel.sh "$work/raw-$variant"/fusedops-*.whl "$out"
+  }
 
-step "cu13 wheel: nvcc $(matrix_env cu13 CUDA_TOOLKIT_VERSION) (x86-64) with aarch64 CUDA libraries, archs $archs"
-CUDA_TARGET=aarch64 tools/install_cuda_toolkit.sh "$(matrix_env cu13 CUDA_TOOLKIT_VERSION)" "$work/cuda-aarch64" >/dev/null
-# PyPI's aarch64 torch 2.11.0 (the matrix's build torch, CUDA 13.0) is another
-# 5 GB download; the binary uses torch's stable ABI of 2.10 whatever it is built
-# against, so the 2.15.0 the tests need stands in (as .ci/run's 2.14.1 does).
-build_wheel cu13 "$(matrix_env cu13 TEST_TORCH_VERSIONS | cut -d' ' -f1)"
+  step "cpu wheel: FUSEDOPS_CUDA=OFF, against torch $(matrix_env cpu TORCH_VERSION) for aarch64"
+  build_wheel cpu "$(matrix_env cpu TORCH_VERSION)"
 
-step "wheel sizes, tags and the cu13 wheel's SASS (cuobjdump)"
-for wheel in "$out"/*aarch64.whl; do
-  printf '%8d KiB  %s\n' "$(( $(stat -c %s "$wheel") / 1024 ))" "${wheel##*/}"
-done
-cuobjdump=$(find "$work/native" -name cuobjdump -type f | head -1)
-elf_dir=$(mktemp -d "$work/elf.XXXXXX")
-python3 -m zipfile -e "$(wheel_of cu13)" "$elf_dir"
-"$cuobjdump" --list-elf "$elf_dir"/fusedops/_C*.so | tee "$work/elf-cu13.txt"
-"$cuobjdump" --list-ptx "$elf_dir"/fusedops/_C*.so | tee -a "$work/elf-cu13.txt"
-rm -rf "$elf_dir"
-for arch in ${archs//;/ }; do
-  sm=${arch%+PTX} sm=${sm//./}
-  grep -q "sm_$sm\b" "$work/elf-cu13.txt" || { echo "aarch64: no sm_$sm code in the cu13 wheel" >&2; exit 1; }
-done
+  step "cu13 wheel: nvcc $(matrix_env cu13 CUDA_TOOLKIT_VERSION) (x86-64) with aarch64 CUDA libraries, archs $archs"
+  CUDA_TARGET=aarch64 tools/install_cuda_toolkit.sh "$(matrix_env cu13 CUDA_TOOLKIT_VERSION)" "$work/cuda-aarch64" >/dev/null
+  # PyPI's aarch64 torch 2.11.0 (the matrix's build torch, CUDA 13.0) is another
+  # 5 GB download; the binary uses torch's stable ABI of 2.10 whatever it is built
+  # against, so the 2.15.0 the tests need stands in (as .ci/run's 2.14.1 does).
+  build_wheel cu13 "$(matrix_env cu13 TEST_TORCH_VERSIONS | cut -d' ' -f1)"
+
+  step "wheel sizes, tags and the cu13 wheel's SASS (cuobjdump)"
+  for wheel in "$out"/*aarch64.whl; do
+    printf '%8d KiB  %s\n' "$(( $(stat -c %s "$wheel") / 1024 ))" "${wheel##*/}"
+  done
+  cuobjdump=$(find "$work/native" -name cuobjdump -type f | head -1)
+  elf_dir=$(mktemp -d "$work/elf.XXXXXX")
+  python3 -m zipfile -e "$(wheel_of cu13)" "$elf_dir"
+  "$cuobjdump" --list-elf "$elf_dir"/fusedops/_C*.so | tee "$work/elf-cu13.txt"
+  "$cuobjdump" --list-ptx "$elf_dir"/fusedops/_C*.so | tee -a "$work/elf-cu13.txt"
+  rm -rf "$elf_dir"
+  for arch in ${archs//;/ }; do
+    sm=${arch%+PTX} sm=${sm//./}
+    grep -q "sm_$sm\b" "$work/elf-cu13.txt" || { echo "aarch64: no sm_$sm code in the cu13 wheel" >&2; exit 1; }
+  done
+fi
+if [ "$mode" = build ]; then step "wheels built: $(find "$out" -name "*aarch64.whl" -printf "%f ")"; exit 0; fi
 
 # --- under qemu ------------------------------------------------------------------------
 # The whole CPU suite takes ~16 min under qemu (2 min natively): what runs is
