@@ -1,12 +1,17 @@
 // The normalization ops' CPU kernels on torch's thread pool: rows in parallel,
 // each row read in passes (sum, centered squares, output; the row stays in
-// cache), math in float32 (float64 for float64). The backward's weight and
-// bias gradients are summed per fixed block of rows, then over the blocks in
-// order: the same bits whatever the thread count.
+// cache), math in float32 (float64 for float64). A row's sums run in kLanes
+// interleaved partial sums added in a fixed order, which the compiler keeps
+// in vector registers (one running sum is a chain of dependent adds). The
+// backward's weight and bias gradients are summed per fixed block of rows,
+// then over the blocks in order: the same bits whatever the thread count and
+// whichever of the row loops' AVX2 and baseline clones runs.
 #include <cmath>
 
 #include "cpp/common/cpu.h"
+#include "cpp/common/cpu_elementwise.h"
 #include "cpp/norm/norm.h"
+#include "cuda/common/with_flags.h"
 
 namespace fusedops {
 namespace {
@@ -28,8 +33,26 @@ void dispatch_types(DType dtype, bool wide_params, Body&& body) {
 // Rows per parallel task: about 16k elements.
 int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
 
-template <typename T, typename W>
-void forward_rows(const NormForwardArgs& a, int64_t begin, int64_t end) {
+// The sum of term(j) over j in [0, n): lane l adds the terms j = l mod kLanes
+// in order, then the lanes are added in order.
+template <typename A, typename Term>
+inline A lane_sum(int64_t n, const Term& term) {
+  constexpr int kLanes = 16;
+  A lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += term(j + l);
+  }
+  for (int l = 0; j < n; ++j, ++l) lanes[l] += term(j);
+  A total = 0;
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
+}
+
+// kScaled, kShifted: a weight, a bias (compile-time: a test in the loop, with
+// float16's branchy conversions, keeps it from vectorizing).
+template <typename T, typename W, bool kScaled, bool kShifted>
+FUSEDOPS_CPU_CLONES void forward_rows(const NormForwardArgs& a, int64_t begin, int64_t end) {
   using A = cpu::opmath_t<T>;
   using O = norm_out_t<T, W>;
   const T* x = static_cast<const T*>(a.x);
@@ -50,19 +73,17 @@ void forward_rows(const NormForwardArgs& a, int64_t begin, int64_t end) {
     A mean = 0;
     if (a.center) {  // pivot + mean(v - pivot): exact for a large mean (cuda/norm/norm.cu)
       const A pivot = A(v[0]);
-      for (int64_t j = 0; j < n; ++j) mean += A(v[j]) - pivot;
-      mean = pivot + mean / A(n);
+      mean = pivot + lane_sum<A>(n, [&](int64_t j) { return A(v[j]) - pivot; }) / A(n);
     }
-    A squares = 0;
-    for (int64_t j = 0; j < n; ++j) squares += (A(v[j]) - mean) * (A(v[j]) - mean);
+    const A squares = lane_sum<A>(n, [&](int64_t j) { return (A(v[j]) - mean) * (A(v[j]) - mean); });
     const A rstd = A(1) / std::sqrt(squares / A(n) + eps);
     if (a.center) static_cast<A*>(a.mean)[row] = mean;
     static_cast<A*>(a.rstd)[row] = rstd;
     O* out = static_cast<O*>(a.out) + base;
     for (int64_t j = 0; j < n; ++j) {
       A y = (A(v[j]) - mean) * rstd;
-      if (weight != nullptr) y *= offset + A(weight[j]);
-      if (bias != nullptr) y += A(bias[j]);
+      if constexpr (kScaled) y *= offset + A(weight[j]);
+      if constexpr (kShifted) y += A(bias[j]);
       out[j] = static_cast<O>(y);
     }
   }
@@ -70,9 +91,10 @@ void forward_rows(const NormForwardArgs& a, int64_t begin, int64_t end) {
 
 // Rows [begin, end) of the backward; their weight and bias gradient terms
 // added into pw and pb (a block's own rows of the partial sums), where given.
-template <typename T, typename W>
-void backward_rows(const NormBackwardArgs& a, int64_t begin, int64_t end, cpu::opmath_t<T>* pw,
-                   cpu::opmath_t<T>* pb) {
+// kScaled: a weight.
+template <typename T, typename W, bool kScaled>
+FUSEDOPS_CPU_CLONES void backward_rows(const NormBackwardArgs& a, int64_t begin, int64_t end,
+                                       cpu::opmath_t<T>* pw, cpu::opmath_t<T>* pb) {
   using A = cpu::opmath_t<T>;
   using O = norm_out_t<T, W>;
   const W* weight = static_cast<const W*>(a.weight);
@@ -80,28 +102,32 @@ void backward_rows(const NormBackwardArgs& a, int64_t begin, int64_t end, cpu::o
   T* grad_x = static_cast<T*>(a.grad_x);
   const int64_t n = a.cols;
   const A offset = static_cast<A>(a.offset);
-  const auto scale = [&](int64_t j) { return weight != nullptr ? offset + A(weight[j]) : A(1); };
+  const auto scaled = [&](A g, int64_t j) {
+    if constexpr (kScaled) return g * (offset + A(weight[j]));
+    return g;
+  };
   for (int64_t row = begin; row < end; ++row) {
     const int64_t base = row * n;
     const T* x = static_cast<const T*>(a.x) + base;
     const O* g = static_cast<const O*>(a.grad) + base;
     const A mean = a.center ? static_cast<const A*>(a.mean)[row] : A(0);
     const A rstd = static_cast<const A*>(a.rstd)[row];
-    A sum_gw = 0, sum_gwx = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      const A xhat = (A(x[j]) - mean) * rstd, gj = A(g[j]), gw = gj * scale(j);
-      sum_gw += gw;
-      sum_gwx += gw * xhat;
-      if (pw != nullptr) pw[j] += gj * xhat;
-      if (pb != nullptr) pb[j] += gj;
+    const auto xhat = [&](int64_t j) { return (A(x[j]) - mean) * rstd; };
+    const A sum_gw = a.center ? lane_sum<A>(n, [&](int64_t j) { return scaled(A(g[j]), j); }) : A(0);
+    const A sum_gwx = lane_sum<A>(n, [&](int64_t j) { return scaled(A(g[j]), j) * xhat(j); });
+    if (pw != nullptr) {
+      for (int64_t j = 0; j < n; ++j) pw[j] += A(g[j]) * xhat(j);
+    }
+    if (pb != nullptr) {
+      for (int64_t j = 0; j < n; ++j) pb[j] += A(g[j]);
     }
     if (grad_x == nullptr) continue;
     const A mean_gw = a.center ? sum_gw / A(n) : A(0), mean_gwx = sum_gwx / A(n);
-    for (int64_t j = 0; j < n; ++j) {
-      const A xhat = (A(x[j]) - mean) * rstd;
-      A dx = rstd * (A(g[j]) * scale(j) - mean_gw - xhat * mean_gwx);
-      if (grad_summed != nullptr) dx += A(grad_summed[base + j]);
-      grad_x[base + j] = static_cast<T>(dx);
+    const auto dx = [&](int64_t j) { return rstd * (scaled(A(g[j]), j) - mean_gw - xhat(j) * mean_gwx); };
+    if (grad_summed == nullptr) {
+      for (int64_t j = 0; j < n; ++j) grad_x[base + j] = static_cast<T>(dx(j));
+    } else {
+      for (int64_t j = 0; j < n; ++j) grad_x[base + j] = static_cast<T>(dx(j) + A(grad_summed[base + j]));
     }
   }
 }
@@ -120,8 +146,13 @@ void sum_blocks(const A* partial, int64_t blocks, int64_t cols, W* out) {
 
 void norm_forward_cpu(const NormForwardArgs& a) {
   dispatch_types(a.dtype, a.wide_params, [&]<typename T, typename W>() {
-    cpu::parallel_for(a.rows, row_grain(a.cols),
-                      [&](int64_t begin, int64_t end) { forward_rows<T, W>(a, begin, end); });
+    with_flags(
+        [&](auto scaled, auto shifted) {
+          cpu::parallel_for(a.rows, row_grain(a.cols), [&](int64_t begin, int64_t end) {
+            forward_rows<T, W, decltype(scaled)::value, decltype(shifted)::value>(a, begin, end);
+          });
+        },
+        a.weight != nullptr, a.bias != nullptr);
   });
 }
 
@@ -142,7 +173,12 @@ void norm_backward_cpu(const NormBackwardArgs& a) {
                             if (bw != nullptr) bw[j] = 0;
                             if (bb != nullptr) bb[j] = 0;
                           }
-                          backward_rows<T, W>(a, b * a.rows / a.blocks, (b + 1) * a.rows / a.blocks, bw, bb);
+                          const int64_t first = b * a.rows / a.blocks, last = (b + 1) * a.rows / a.blocks;
+                          if (a.weight != nullptr) {
+                            backward_rows<T, W, true>(a, first, last, bw, bb);
+                          } else {
+                            backward_rows<T, W, false>(a, first, last, bw, bb);
+                          }
                         }
                       });
     if (pw != nullptr) sum_blocks(pw, a.blocks, a.cols, static_cast<W*>(a.grad_weight));
