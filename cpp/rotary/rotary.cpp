@@ -8,8 +8,12 @@
 //                     not used) gets a 0-element tensor
 #include "cpp/rotary/rotary.h"
 
+#include <algorithm>
+
 #include "cpp/common/cpu.h"
+#include "cpp/common/cpu_elementwise.h"
 #include "cpp/common/define_op.h"
+#include "cuda/common/with_flags.h"
 
 namespace fusedops {
 namespace {
@@ -133,27 +137,63 @@ RotaryCall rotary_backward_setup(const std::optional<Tensor>& grad_q, const std:
 
 namespace {
 
-// Row (b, s, h) of the problem, in the op-math type: the R/2 pairs, then the
-// pass-through elements past R.
-template <typename T, typename C>
-void rotate_row(const RotaryProblem& p, int64_t b, int64_t s, int64_t h) {
-  using A = cpu::opmath_t<T>;
-  const RotaryRow row = rotary_row(p, b, s, h);
-  const T* x = static_cast<const T*>(row.is_q ? p.q.in : p.k.in) + row.in;
-  T* out = static_cast<T*>(row.is_q ? p.q.out : p.k.out) + row.out;
-  const C* cos = static_cast<const C*>(p.cos.data) + b * p.cos.strides[0] + s * p.cos.strides[1];
-  const C* sin = static_cast<const C*>(p.sin.data) + b * p.sin.strides[0] + s * p.sin.strides[1];
-  const int64_t sx = row.in_stride, sc = p.cos.strides[2], ss = p.sin.strides[2];
-  // Pair i is (i * step, i * step + partner).
-  const int64_t step = p.interleaved ? 2 : 1, partner = p.interleaved ? 1 : p.rotary_dim / 2;
-  for (int64_t i = 0; i < p.rotary_dim / 2; ++i) {
-    const int64_t a = i * step, c = a + partner;
-    A xa = A(x[a * sx]), xc = A(x[c * sx]);
-    rotate_pair<A>(xa, xc, A(cos[a * sc]), A(cos[c * sc]), A(sin[a * ss]), A(sin[c * ss]), p.transpose);
-    out[a] = static_cast<T>(xa);
-    out[c] = static_cast<T>(xc);
+// rotate_half's pairs (a[i], c[i]) of one dense row, i < n, in chunks: the
+// rotation into op-math buffers, then each buffer rounded into its half of
+// the output, loops the compiler vectorizes (one loop doing both keeps
+// bfloat16's rounding, with its NaN test, scalar). restrict: the inputs never
+// overlap the fresh outputs. Inlined into each CPU clone.
+template <typename A, bool kTranspose, typename T, typename C>
+[[gnu::always_inline]] inline void rotate_halves(const T* __restrict__ x_a, const T* __restrict__ x_c,
+                                                 const C* __restrict__ cos_a, const C* __restrict__ cos_c,
+                                                 const C* __restrict__ sin_a, const C* __restrict__ sin_c,
+                                                 T* __restrict__ out_a, T* __restrict__ out_c, int64_t n) {
+  constexpr int64_t kChunk = 64;
+  A ya[kChunk], yc[kChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - i0);
+    for (int64_t i = 0; i < m; ++i) {
+      ya[i] = A(x_a[i0 + i]);
+      yc[i] = A(x_c[i0 + i]);
+      rotate_pair<A>(ya[i], yc[i], A(cos_a[i0 + i]), A(cos_c[i0 + i]), A(sin_a[i0 + i]), A(sin_c[i0 + i]),
+                     kTranspose);
+    }
+    for (int64_t i = 0; i < m; ++i) out_a[i0 + i] = static_cast<T>(ya[i]);
+    for (int64_t i = 0; i < m; ++i) out_c[i0 + i] = static_cast<T>(yc[i]);
   }
-  for (int64_t d = p.rotary_dim; d < p.head_dim; ++d) out[d] = x[d * sx];
+}
+
+// Rows [begin, end) of the problem (row r: position r / heads, head r % heads),
+// each in the op-math type: the R/2 pairs, then the pass-through elements past
+// R. kHalves: rotate_half's pairs (i, i + R/2) on rows dense along head_dim
+// (x's and the tables'), loops the compiler vectorizes; otherwise any pairs at
+// any strides. kTranspose: the backward's rotation.
+template <typename T, typename C, bool kHalves, bool kTranspose>
+FUSEDOPS_CPU_CLONES void rotate_rows(const RotaryProblem& p, int64_t begin, int64_t end) {
+  using A = cpu::opmath_t<T>;
+  const int64_t heads = p.q.heads + p.k.heads, half = p.rotary_dim / 2;
+  // Pair i is (i * step, i * step + partner).
+  const int64_t step = p.interleaved ? 2 : 1, partner = p.interleaved ? 1 : half;
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t pos = r / heads, b = pos / p.seq, s = pos % p.seq;
+    const RotaryRow row = rotary_row(p, b, s, r % heads);
+    const T* x = static_cast<const T*>(row.is_q ? p.q.in : p.k.in) + row.in;
+    T* out = static_cast<T*>(row.is_q ? p.q.out : p.k.out) + row.out;
+    const C* cos = static_cast<const C*>(p.cos.data) + b * p.cos.strides[0] + s * p.cos.strides[1];
+    const C* sin = static_cast<const C*>(p.sin.data) + b * p.sin.strides[0] + s * p.sin.strides[1];
+    const int64_t sx = kHalves ? 1 : row.in_stride, sc = p.cos.strides[2], ss = p.sin.strides[2];
+    if constexpr (kHalves) {
+      rotate_halves<A, kTranspose>(x, x + half, cos, cos + half, sin, sin + half, out, out + half, half);
+    } else {
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t a = i * step, c = a + partner;
+        A xa = A(x[a * sx]), xc = A(x[c * sx]);
+        rotate_pair<A>(xa, xc, A(cos[a * sc]), A(cos[c * sc]), A(sin[a * ss]), A(sin[c * ss]), kTranspose);
+        out[a] = static_cast<T>(xa);
+        out[c] = static_cast<T>(xc);
+      }
+    }
+    for (int64_t d = p.rotary_dim; d < p.head_dim; ++d) out[d] = x[d * sx];
+  }
 }
 
 // Every row, position by position (the tables' row stays in cache across the
@@ -162,12 +202,17 @@ template <typename T, typename C>
 void rotary_rows(const RotaryProblem& p) {
   const int64_t heads = p.q.heads + p.k.heads, rows = p.batch * p.seq * heads;
   if (rows == 0 || p.head_dim == 0) return;
-  cpu::parallel_for(rows, std::max<int64_t>(1, cpu::kGrain / p.head_dim), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t pos = r / heads;
-      rotate_row<T, C>(p, pos / p.seq, pos % p.seq, r % heads);
-    }
-  });
+  const auto dense = [](const RotaryTensor& x) { return x.heads == 0 || x.strides[3] == 1; };
+  const bool halves = !p.interleaved && dense(p.q) && dense(p.k) &&
+                      (p.rotary_dim == 0 || (p.cos.strides[2] == 1 && p.sin.strides[2] == 1));
+  with_flags(
+      [&](auto halves, auto transpose) {
+        cpu::parallel_for(
+            rows, std::max<int64_t>(1, cpu::kGrain / p.head_dim), [&](int64_t begin, int64_t end) {
+              rotate_rows<T, C, decltype(halves)::value, decltype(transpose)::value>(p, begin, end);
+            });
+      },
+      halves, p.transpose);
 }
 
 void rotary_run_cpu(const RotaryProblem& p) {
