@@ -11,6 +11,15 @@
 #include "cpp/common/cpu_runs.h"
 #include "cpp/common/stable.h"
 
+// A CPU loop compiled twice on x86-64, for AVX2 and for the wheel's baseline
+// (SSE2); the loader picks one by the CPU (GCC's target_clones). What it calls
+// must be inlined into it (always_inline) to be compiled for AVX2 too.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FUSEDOPS_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define FUSEDOPS_CPU_CLONES
+#endif
+
 namespace fusedops::cpu {
 
 // Reduced-precision math accumulates in float32.

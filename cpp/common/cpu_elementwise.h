@@ -18,12 +18,6 @@
 
 #include "cpp/common/cpu.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define FUSEDOPS_CPU_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define FUSEDOPS_CPU_CLONES
-#endif
-
 namespace fusedops::cpu {
 
 // Elements per conversion block: the buffers of five operands stay in L1.

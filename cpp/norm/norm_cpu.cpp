@@ -9,7 +9,6 @@
 #include <cmath>
 
 #include "cpp/common/cpu.h"
-#include "cpp/common/cpu_elementwise.h"
 #include "cpp/norm/norm.h"
 #include "cuda/common/with_flags.h"
 
@@ -173,12 +172,12 @@ void norm_backward_cpu(const NormBackwardArgs& a) {
                             if (bw != nullptr) bw[j] = 0;
                             if (bb != nullptr) bb[j] = 0;
                           }
-                          const int64_t first = b * a.rows / a.blocks, last = (b + 1) * a.rows / a.blocks;
-                          if (a.weight != nullptr) {
-                            backward_rows<T, W, true>(a, first, last, bw, bb);
-                          } else {
-                            backward_rows<T, W, false>(a, first, last, bw, bb);
-                          }
+                          with_flags(
+                              [&](auto scaled) {
+                                backward_rows<T, W, decltype(scaled)::value>(
+                                    a, b * a.rows / a.blocks, (b + 1) * a.rows / a.blocks, bw, bb);
+                              },
+                              a.weight != nullptr);
                         }
                       });
     if (pw != nullptr) sum_blocks(pw, a.blocks, a.cols, static_cast<W*>(a.grad_weight));

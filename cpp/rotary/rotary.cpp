@@ -11,7 +11,6 @@
 #include <algorithm>
 
 #include "cpp/common/cpu.h"
-#include "cpp/common/cpu_elementwise.h"
 #include "cpp/common/define_op.h"
 #include "cuda/common/with_flags.h"
 
