@@ -1,16 +1,19 @@
 // The normalization ops' CPU kernels on torch's thread pool: rows in parallel,
 // each row read in passes (sum, centered squares, output; the row stays in
-// cache), math in float32 (float64 for float64). A row's sums run in kLanes
+// cache, a half type's converted to float32 once), math in float32 (float64
+// for float64). A row's sums run in kLanes
 // interleaved partial sums added in a fixed order, which the compiler keeps
 // in vector registers (one running sum is a chain of dependent adds). The
 // backward's weight and bias gradients are summed per fixed block of rows,
 // then over the blocks in order: the same bits whatever the thread count and
 // whichever of the row loops' AVX2 and baseline clones runs.
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "cpp/common/cpu.h"
 #include "cpp/norm/norm.h"
-#include "cuda/common/with_flags.h"
 
 namespace fusedops {
 namespace {
@@ -48,87 +51,112 @@ inline A lane_sum(int64_t n, const Term& term) {
   return total;
 }
 
-// kScaled, kShifted: a weight, a bias (compile-time: a test in the loop, with
-// float16's branchy conversions, keeps it from vectorizing).
-template <typename T, typename W, bool kScaled, bool kShifted>
-FUSEDOPS_CPU_CLONES void forward_rows(const NormForwardArgs& a, int64_t begin, int64_t end) {
+// A row of T in op math: the row itself where T is A, else converted into buf
+// (once: the passes over it then read floats, not half types).
+template <typename A, typename T>
+inline __attribute__((always_inline)) const A* as_opmath(const T* v, int64_t n, A* buf) {
+  if constexpr (std::is_same_v<T, A>) {
+    return v;
+  } else {
+    for (int64_t j = 0; j < n; ++j) buf[j] = A(v[j]);
+    return buf;
+  }
+}
+
+// y = xhat * scale + shift with scale = offset + weight (1 without one) and
+// shift = bias (-0.0 without one: y + -0.0 is y, its sign too), computed
+// once a call: one loop for every case, as it is with flags neither in it
+// (a test in the loop kept float16's conversions scalar) nor around it.
+template <typename T, typename O>
+FUSEDOPS_CPU_CLONES void forward_rows(const NormForwardArgs& a, const cpu::opmath_t<T>* scale,
+                                      const cpu::opmath_t<T>* shift, int64_t begin, int64_t end) {
   using A = cpu::opmath_t<T>;
-  using O = norm_out_t<T, W>;
   const T* x = static_cast<const T*>(a.x);
   const T* residual = static_cast<const T*>(a.residual);
-  const W* weight = static_cast<const W*>(a.weight);
-  const W* bias = static_cast<const W*>(a.bias);
   T* summed = static_cast<T*>(a.summed);
   const int64_t n = a.cols;
-  const A eps = static_cast<A>(a.eps), offset = static_cast<A>(a.offset);
+  const A eps = static_cast<A>(a.eps);
+  std::vector<A> buffer(std::is_same_v<T, A> && residual == nullptr ? 0 : n);
   for (int64_t row = begin; row < end; ++row) {
     const int64_t base = row * n;
-    const T* v = x + base;
+    const A* v;
     if (residual != nullptr) {  // summed = x + residual, rounded to T: what is normalized
-      for (int64_t j = 0; j < n; ++j)
-        summed[base + j] = static_cast<T>(A(x[base + j]) + A(residual[base + j]));
-      v = summed + base;
+      for (int64_t j = 0; j < n; ++j) {
+        const T s = static_cast<T>(A(x[base + j]) + A(residual[base + j]));
+        summed[base + j] = s;
+        buffer[j] = A(s);
+      }
+      v = buffer.data();
+    } else {
+      v = as_opmath(x + base, n, buffer.data());
     }
     A mean = 0;
     if (a.center) {  // pivot + mean(v - pivot): exact for a large mean (cuda/norm/norm.cu)
-      const A pivot = A(v[0]);
-      mean = pivot + lane_sum<A>(n, [&](int64_t j) { return A(v[j]) - pivot; }) / A(n);
+      const A pivot = v[0];
+      mean = pivot + lane_sum<A>(n, [&](int64_t j) { return v[j] - pivot; }) / A(n);
     }
-    const A squares = lane_sum<A>(n, [&](int64_t j) { return (A(v[j]) - mean) * (A(v[j]) - mean); });
+    const A squares = lane_sum<A>(n, [&](int64_t j) { return (v[j] - mean) * (v[j] - mean); });
     const A rstd = A(1) / std::sqrt(squares / A(n) + eps);
     if (a.center) static_cast<A*>(a.mean)[row] = mean;
     static_cast<A*>(a.rstd)[row] = rstd;
     O* out = static_cast<O*>(a.out) + base;
-    for (int64_t j = 0; j < n; ++j) {
-      A y = (A(v[j]) - mean) * rstd;
-      if constexpr (kScaled) y *= offset + A(weight[j]);
-      if constexpr (kShifted) y += A(bias[j]);
-      out[j] = static_cast<O>(y);
-    }
+    for (int64_t j = 0; j < n; ++j) out[j] = static_cast<O>((v[j] - mean) * rstd * scale[j] + shift[j]);
   }
 }
 
 // Rows [begin, end) of the backward; their weight and bias gradient terms
 // added into pw and pb (a block's own rows of the partial sums), where given.
-// kScaled: a weight.
-template <typename T, typename W, bool kScaled>
-FUSEDOPS_CPU_CLONES void backward_rows(const NormBackwardArgs& a, int64_t begin, int64_t end,
-                                       cpu::opmath_t<T>* pw, cpu::opmath_t<T>* pb) {
+// scale: offset + weight, or 1. A row's gradient and xhat are computed once
+// into buffers that every pass reads.
+template <typename T, typename O>
+FUSEDOPS_CPU_CLONES void backward_rows(const NormBackwardArgs& a, const cpu::opmath_t<T>* scale,
+                                       int64_t begin, int64_t end, cpu::opmath_t<T>* pw,
+                                       cpu::opmath_t<T>* pb) {
   using A = cpu::opmath_t<T>;
-  using O = norm_out_t<T, W>;
-  const W* weight = static_cast<const W*>(a.weight);
   const T* grad_summed = static_cast<const T*>(a.grad_summed);
   T* grad_x = static_cast<T*>(a.grad_x);
   const int64_t n = a.cols;
-  const A offset = static_cast<A>(a.offset);
-  const auto scaled = [&](A g, int64_t j) {
-    if constexpr (kScaled) return g * (offset + A(weight[j]));
-    return g;
-  };
+  std::vector<A> buffers(2 * n);
+  A* __restrict__ g = buffers.data();
+  A* __restrict__ xhat = g + n;
   for (int64_t row = begin; row < end; ++row) {
     const int64_t base = row * n;
     const T* x = static_cast<const T*>(a.x) + base;
-    const O* g = static_cast<const O*>(a.grad) + base;
+    const O* grad = static_cast<const O*>(a.grad) + base;
     const A mean = a.center ? static_cast<const A*>(a.mean)[row] : A(0);
     const A rstd = static_cast<const A*>(a.rstd)[row];
-    const auto xhat = [&](int64_t j) { return (A(x[j]) - mean) * rstd; };
-    const A sum_gw = a.center ? lane_sum<A>(n, [&](int64_t j) { return scaled(A(g[j]), j); }) : A(0);
-    const A sum_gwx = lane_sum<A>(n, [&](int64_t j) { return scaled(A(g[j]), j) * xhat(j); });
+    for (int64_t j = 0; j < n; ++j) {
+      g[j] = A(grad[j]);
+      xhat[j] = (A(x[j]) - mean) * rstd;
+    }
+    const A sum_gw = a.center ? lane_sum<A>(n, [&](int64_t j) { return g[j] * scale[j]; }) : A(0);
+    const A sum_gwx = lane_sum<A>(n, [&](int64_t j) { return g[j] * scale[j] * xhat[j]; });
     if (pw != nullptr) {
-      for (int64_t j = 0; j < n; ++j) pw[j] += A(g[j]) * xhat(j);
+      for (int64_t j = 0; j < n; ++j) pw[j] += g[j] * xhat[j];
     }
     if (pb != nullptr) {
-      for (int64_t j = 0; j < n; ++j) pb[j] += A(g[j]);
+      for (int64_t j = 0; j < n; ++j) pb[j] += g[j];
     }
     if (grad_x == nullptr) continue;
     const A mean_gw = a.center ? sum_gw / A(n) : A(0), mean_gwx = sum_gwx / A(n);
-    const auto dx = [&](int64_t j) { return rstd * (scaled(A(g[j]), j) - mean_gw - xhat(j) * mean_gwx); };
+    const auto dx = [&](int64_t j) { return rstd * (g[j] * scale[j] - mean_gw - xhat[j] * mean_gwx); };
     if (grad_summed == nullptr) {
       for (int64_t j = 0; j < n; ++j) grad_x[base + j] = static_cast<T>(dx(j));
     } else {
       for (int64_t j = 0; j < n; ++j) grad_x[base + j] = static_cast<T>(dx(j) + A(grad_summed[base + j]));
     }
   }
+}
+
+// scale[j] = offset + weight[j] (1 without a weight), in A.
+template <typename A, typename W>
+std::vector<A> scale_of(const void* weight, double offset, int64_t n) {
+  std::vector<A> scale(n, A(1));
+  if (weight != nullptr) {
+    const W* w = static_cast<const W*>(weight);
+    for (int64_t j = 0; j < n; ++j) scale[j] = static_cast<A>(offset) + A(w[j]);
+  }
+  return scale;
 }
 
 // out[c] = W(sum over the blocks b, in order, of partial[b, c]).
@@ -145,19 +173,22 @@ void sum_blocks(const A* partial, int64_t blocks, int64_t cols, W* out) {
 
 void norm_forward_cpu(const NormForwardArgs& a) {
   dispatch_types(a.dtype, a.wide_params, [&]<typename T, typename W>() {
-    with_flags(
-        [&](auto scaled, auto shifted) {
-          cpu::parallel_for(a.rows, row_grain(a.cols), [&](int64_t begin, int64_t end) {
-            forward_rows<T, W, decltype(scaled)::value, decltype(shifted)::value>(a, begin, end);
-          });
-        },
-        a.weight != nullptr, a.bias != nullptr);
+    using A = cpu::opmath_t<T>;
+    const std::vector<A> scale = scale_of<A, W>(a.weight, a.offset, a.cols);
+    std::vector<A> shift(a.cols, A(-0.0));
+    if (a.bias != nullptr) {
+      for (int64_t j = 0; j < a.cols; ++j) shift[j] = A(static_cast<const W*>(a.bias)[j]);
+    }
+    cpu::parallel_for(a.rows, row_grain(a.cols), [&](int64_t begin, int64_t end) {
+      forward_rows<T, norm_out_t<T, W>>(a, scale.data(), shift.data(), begin, end);
+    });
   });
 }
 
 void norm_backward_cpu(const NormBackwardArgs& a) {
   dispatch_types(a.dtype, a.wide_params, [&]<typename T, typename W>() {
     using A = cpu::opmath_t<T>;
+    const std::vector<A> scale = scale_of<A, W>(a.weight, a.offset, a.cols);
     A* pw = static_cast<A*>(a.partial_weight);
     A* pb = static_cast<A*>(a.partial_bias);
     // Block b: rows [b * rows / blocks, (b + 1) * rows / blocks), its sums in row b of the partials.
@@ -168,16 +199,10 @@ void norm_backward_cpu(const NormBackwardArgs& a) {
                         for (int64_t b = begin; b < end; ++b) {
                           A* bw = pw != nullptr ? pw + b * a.cols : nullptr;
                           A* bb = pb != nullptr ? pb + b * a.cols : nullptr;
-                          for (int64_t j = 0; j < a.cols; ++j) {
-                            if (bw != nullptr) bw[j] = 0;
-                            if (bb != nullptr) bb[j] = 0;
-                          }
-                          with_flags(
-                              [&](auto scaled) {
-                                backward_rows<T, W, decltype(scaled)::value>(
-                                    a, b * a.rows / a.blocks, (b + 1) * a.rows / a.blocks, bw, bb);
-                              },
-                              a.weight != nullptr);
+                          if (bw != nullptr) std::fill(bw, bw + a.cols, A(0));
+                          if (bb != nullptr) std::fill(bb, bb + a.cols, A(0));
+                          backward_rows<T, norm_out_t<T, W>>(a, scale.data(), b * a.rows / a.blocks,
+                                                             (b + 1) * a.rows / a.blocks, bw, bb);
                         }
                       });
     if (pw != nullptr) sum_blocks(pw, a.blocks, a.cols, static_cast<W*>(a.grad_weight));
