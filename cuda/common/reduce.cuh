@@ -8,11 +8,22 @@
 
 namespace fusedops::cuda {
 
+// A barrier of the threads of one threadIdx.y only (named barrier 1 + y; 0 is
+// __syncthreads'): the block's other groups go on with their rows.
+__device__ __forceinline__ void group_sync() {
+  if (blockDim.y == 1) {
+    __syncthreads();
+  } else {
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + threadIdx.y), "r"(blockDim.x) : "memory");
+  }
+}
+
 // The sum of v over the threads of one threadIdx.y (a group of whole warps:
 // blockDim.x a multiple of 32), in every thread of the group: warp trees, then
-// a tree over the group's warp sums. Every thread of the block calls it
-// (it synchronizes the block); smem holds 33 values per group
-// (smem[threadIdx.y * 33 + ...]) and may be reused by the next call.
+// a tree over the group's warp sums. Every thread of the group calls it (it
+// synchronizes the group; groups of one warp only shuffle); smem holds 33
+// values per group (smem[threadIdx.y * 33 + ...]) and may be reused by the
+// next call. At most 15 groups of two or more warps (hardware barriers 1-15).
 template <typename A>
 __device__ __forceinline__ A group_allreduce(A v, A* smem) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -21,16 +32,16 @@ __device__ __forceinline__ A group_allreduce(A v, A* smem) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
   if (warps == 1) return __shfl_sync(0xffffffffu, v, 0);
   A* mine = smem + threadIdx.y * 33;
-  __syncthreads();  // a previous call's readers are done with smem
+  group_sync();  // a previous call's readers are done with smem
   if (lane == 0) mine[warp] = v;
-  __syncthreads();
+  group_sync();
   if (warp == 0) {
     v = lane < warps ? mine[lane] : A(0);
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
     if (lane == 0) mine[32] = v;
   }
-  __syncthreads();
+  group_sync();
   return mine[32];
 }
 

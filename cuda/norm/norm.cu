@@ -1,8 +1,8 @@
 // rms_norm and layer_norm (and their add_ variants) on CUDA: a group of whole
-// warps per row, blockDim.y rows a block. Rows up to kRowCapacity elements are
-// held in registers (kHeld elements a thread), read once; longer rows are
-// streamed through global memory (read again from L2). Vector accesses of 16
-// bytes of x where every pointer and the row length allow, one element
+// warps per row, blockDim.y rows a block. Rows of up to kBlockThreads * kIters
+// vectors are held in registers (kIters vectors a thread), read once; longer
+// rows are streamed through global memory (read again from L2). Vectors of 16
+// bytes of x where every pointer and the row length allow, single elements
 // otherwise. Every sum is in a fixed order (cuda/common/reduce.cuh): the
 // same inputs give the same bits every call.
 //
@@ -22,9 +22,13 @@
 namespace fusedops::cuda {
 namespace {
 
-constexpr int kHeld = 16;           // elements of a row a thread holds
 constexpr int kBlockThreads = 512;  // threads of a block: row groups of blockDim.x
-constexpr int64_t kRowCapacity = int64_t(kHeld) * kBlockThreads;
+// Vectors of a row a thread holds: 16 elements in 16-byte vectors, or 4
+// single elements (rows that cannot be read in vectors are rare in models: a
+// longer unrolled row of single elements would be most of this file's code
+// and compile time; wider such rows stream).
+template <int kVec>
+constexpr int kHeldVectors = kVec == 1 ? 4 : 16 / kVec;
 constexpr int kMaxGroups = kBlockThreads / 32;
 
 __device__ __forceinline__ float inv_sqrt(float v) { return rsqrtf(v); }
@@ -129,13 +133,14 @@ struct Forward {
   }
 };
 
-// Row `row` of f (every thread of the block runs the loop the same number of
-// times: the reductions synchronize the block; a group past the last row
-// joins the reductions with zeros and writes nothing).
-template <typename T, typename W, bool kCenter, int kVec>
-__global__ void __launch_bounds__(kBlockThreads) forward_held_kernel(NormForwardArgs args) {
+// Row `row` of f (every thread of a row group runs the loop the same number
+// of times: the reductions synchronize the group; a group past the last row
+// joins the reductions with zeros and writes nothing). Two blocks an SM (at
+// most 64 registers a thread): layer_norm's 73 had left one, a quarter of the
+// SM's threads.
+template <typename T, typename W, bool kCenter, int kVec, int kIters>
+__global__ void __launch_bounds__(kBlockThreads, 2) forward_held_kernel(NormForwardArgs args) {
   using A = opmath_t<T>;
-  constexpr int kIters = kHeld / kVec;
   __shared__ A smem[kMaxGroups * 33];
   const Forward<T, W> f(args);
   for (int64_t first = int64_t(blockIdx.x) * blockDim.y; first < f.rows;
@@ -173,8 +178,8 @@ __global__ void __launch_bounds__(kBlockThreads) forward_held_kernel(NormForward
   }
 }
 
-// A row longer than kRowCapacity: one row a block, x (or summed) read again
-// for each pass.
+// A row too long to hold: one row a block, x (or summed) read again for each
+// pass.
 template <typename T, typename W, bool kCenter, int kVec>
 __global__ void __launch_bounds__(kBlockThreads) forward_streamed_kernel(NormForwardArgs args) {
   using A = opmath_t<T>;
@@ -321,10 +326,9 @@ __device__ void write_partial(A* __restrict__ partial, int64_t cols, const A (&h
   }
 }
 
-template <typename T, typename W, bool kCenter, int kVec>
+template <typename T, typename W, bool kCenter, int kVec, int kIters>
 __global__ void __launch_bounds__(kBlockThreads, 1) backward_held_kernel(NormBackwardArgs args) {
   using A = opmath_t<T>;
-  constexpr int kIters = kHeld / kVec;
   __shared__ A smem[kMaxGroups * 33];
   __shared__ A sums[kBlockThreads * kVec];
   const Backward<T, W> b(args);
@@ -369,7 +373,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) backward_held_kernel(NormBac
   if (b.partial_bias != nullptr) write_partial<kVec>(b.partial_bias, b.cols, db, sums);
 }
 
-// A row longer than kRowCapacity: one row group a block; its column sums go
+// A row too long to hold: one row group a block; its column sums go
 // straight to its own row of the partial buffers (each element is only ever
 // touched by one thread).
 template <typename T, typename W, bool kCenter, int kVec>
@@ -419,17 +423,26 @@ __global__ void __launch_bounds__(kBlockThreads) backward_streamed_kernel(NormBa
 
 // ------------------------------------------------------------------ launch ---
 
-// Threads a row takes: enough for kHeld elements each (whole warps), or a
-// whole block for a streamed row.
-int row_threads(int64_t cols) {
-  if (cols > kRowCapacity) return kBlockThreads;
-  const int64_t threads = (cols + kHeld - 1) / kHeld;
+// Whether a row of `vectors` fits a block's threads at `iters` vectors each.
+bool held(int64_t vectors, int iters) { return vectors <= int64_t(iters) * kBlockThreads; }
+
+// The threads a held row takes (whole warps), and the block: as many rows as
+// fit kBlockThreads.
+int row_threads(int64_t vectors, int iters) {
+  const int64_t threads = (vectors + iters - 1) / iters;
   return static_cast<int>(std::clamp<int64_t>((threads + 31) / 32 * 32, 32, kBlockThreads));
 }
 
-dim3 block_shape(int64_t cols) {
-  const int x = row_threads(cols);
+dim3 block_shape(int64_t vectors, int iters) {
+  const int x = row_threads(vectors, iters);
   return dim3(x, kBlockThreads / x);
+}
+
+// The forward holds a row of 16-bit elements in 3 vectors a thread where that
+// leaves fewer threads idle than 2 (hidden 768: one warp of 3 vectors, where 2
+// take two warps with a quarter idle and their reductions cross warps).
+bool three_fit_better(int64_t vectors) {
+  return held(vectors, 2) && row_threads(vectors, 3) * 3 < row_threads(vectors, 2) * 2;
 }
 
 bool aligned(const void* p, int bytes) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0; }
@@ -473,12 +486,23 @@ cudaError_t launch_norm_forward(const NormForwardArgs& a, cudaStream_t stream) {
         [&](auto center, auto vector) {
           constexpr bool kCenter = decltype(center)::value;
           constexpr int kVec = decltype(vector)::value ? kVec16<T> : 1;
-          if (a.cols > kRowCapacity) {
-            forward_streamed_kernel<T, W, kCenter, kVec><<<grid_of(a.rows), kBlockThreads, 0, stream>>>(a);
-          } else {
-            const dim3 block = block_shape(a.cols);
-            forward_held_kernel<T, W, kCenter, kVec>
+          constexpr int kIters = kHeldVectors<kVec>;
+          const int64_t vectors = a.cols / kVec;
+          const auto held_launch = [&]<int kHeldIters>() {
+            const dim3 block = block_shape(vectors, kHeldIters);
+            forward_held_kernel<T, W, kCenter, kVec, kHeldIters>
                 <<<grid_of((a.rows + block.y - 1) / block.y), block, 0, stream>>>(a);
+          };
+          if (!held(vectors, kIters)) {
+            forward_streamed_kernel<T, W, kCenter, kVec><<<grid_of(a.rows), kBlockThreads, 0, stream>>>(a);
+          } else if constexpr (kVec == 8) {
+            if (three_fit_better(vectors)) {
+              held_launch.template operator()<3>();
+            } else {
+              held_launch.template operator()<kIters>();
+            }
+          } else {
+            held_launch.template operator()<kIters>();
           }
         },
         a.center, vec);
@@ -486,8 +510,10 @@ cudaError_t launch_norm_forward(const NormForwardArgs& a, cudaStream_t stream) {
   });
 }
 
+// Sized for rows of 16-byte vectors (16 elements a thread, whatever the dtype);
+// rows of single elements run on the same grid (any grid gives every row).
 int64_t norm_backward_blocks(int64_t rows, int64_t cols, const DeviceInfo& device) {
-  const int64_t groups = cols > kRowCapacity ? 1 : kBlockThreads / row_threads(cols);
+  const int64_t groups = held(cols, 16) ? kBlockThreads / row_threads(cols, 16) : 1;
   return std::min<int64_t>((rows + groups - 1) / groups, int64_t(device.sm_count) * 2);
 }
 
@@ -500,11 +526,14 @@ cudaError_t launch_norm_backward(const NormBackwardArgs& a, cudaStream_t stream)
         [&](auto center, auto vector) {
           constexpr bool kCenter = decltype(center)::value;
           constexpr int kVec = decltype(vector)::value ? kVec16<T> : 1;
+          constexpr int kIters = kHeldVectors<kVec>;
+          const int64_t vectors = a.cols / kVec;
           const unsigned grid = grid_of(a.blocks);
-          if (a.cols > kRowCapacity) {
+          if (!held(vectors, kIters)) {
             backward_streamed_kernel<T, W, kCenter, kVec><<<grid, kBlockThreads, 0, stream>>>(a);
           } else {
-            backward_held_kernel<T, W, kCenter, kVec><<<grid, block_shape(a.cols), 0, stream>>>(a);
+            backward_held_kernel<T, W, kCenter, kVec, kIters>
+                <<<grid, block_shape(vectors, kIters), 0, stream>>>(a);
           }
         },
         a.center, vec);
