@@ -65,8 +65,9 @@ inline __attribute__((always_inline)) const A* as_opmath(const T* v, int64_t n, 
 
 // y = xhat * scale + shift with scale = offset + weight (1 without one) and
 // shift = bias (-0.0 without one: y + -0.0 is y, its sign too), computed
-// once a call: one loop for every case, as it is with flags neither in it
-// (a test in the loop kept float16's conversions scalar) nor around it.
+// once a call. One loop serves every case: no test inside it (one kept
+// float16's conversions scalar), no compile-time flags around it (each
+// combination was another instantiation to compile).
 template <typename T, typename O>
 FUSEDOPS_CPU_CLONES void forward_rows(const NormForwardArgs& a, const cpu::opmath_t<T>* scale,
                                       const cpu::opmath_t<T>* shift, int64_t begin, int64_t end) {
