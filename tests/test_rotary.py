@@ -89,6 +89,30 @@ def test_gradient_is_the_rotation_by_minus_sin(device, dtype, interleaved):
         torch.testing.assert_close(g, e, **TOLERANCE[dtype])  # the same math, up to where a kernel fuses a product
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize(("q_heads", "k_heads", "head_dim", "r"), [
+    (601, 7, 16, 16),  # more heads than a CUDA block's head lanes: several passes
+    (2, 1, 8192, 8192),  # more 16-byte units in a row than a block's threads
+    (3, 1, 1030, 1028),  # rows of single pairs (not whole vectors), 515 of them
+], ids=["many heads", "wide vector rows", "wide pair rows"])
+def test_many_and_wide_heads(device, dtype, q_heads, k_heads, head_dim, r):
+    """Forward and gradients against float64 where a position's work exceeds one
+    block of the CUDA kernel (the samples' shapes fit one)."""
+    cos, sin = hf_tables(2, 3, r, device, dtype)
+    q = projected(2, 3, q_heads, head_dim, device, dtype).requires_grad_()
+    k = projected(2, 3, k_heads, head_dim, device, dtype).requires_grad_()
+    grads = (torch.randn(q.shape, device=device, dtype=dtype), torch.randn(k.shape, device=device, dtype=dtype))
+    got = fusedops.rotary(q, k, cos, sin)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k)]
+    expected = hf_rotary(*leaves, cos.double(), sin.double())
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g.double(), e, **TOLERANCE[dtype])
+    got_grads = torch.autograd.grad(got, (q, k), grads)
+    expected_grads = torch.autograd.grad(expected, leaves, [g.double() for g in grads])
+    for g, e in zip(got_grads, expected_grads, strict=True):
+        torch.testing.assert_close(g.double(), e, **TOLERANCE[dtype])
+
+
 @pytest.mark.parametrize("name", ["cos", "sin"])
 def test_tables_requiring_grad_are_refused(device, name):
     q, k = (torch.randn(1, h, 5, 8, device=device, requires_grad=True) for h in (2, 1))

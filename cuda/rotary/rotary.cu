@@ -1,56 +1,57 @@
 // fusedops.rotary's CUDA kernel: one launch rotates q and k (or rotates their
-// gradients back). A thread takes one unit (kPairs pairs) of one position for
-// kHeads heads: it reads the unit's cos and sin once and applies them to each
-// of those heads (the tables are per position, shared by every head), loading
-// all of its heads before it stores any. Consecutive threads take consecutive
-// units of a row, so each row is read and written whole by neighbouring
-// threads. Where every operand is dense along head_dim with 16-byte aligned
-// rows, a unit moves 16-byte vectors (kPairs = 16 / sizeof(T)); otherwise it
-// is one pair, at any strides.
+// gradients back). A block takes whole positions (b, s): threadIdx.x is a unit
+// (kPairs pairs) of head_dim, threadIdx.y a lane of heads, threadIdx.z one of
+// the block's positions. A thread reads its unit's cos and sin once and applies
+// them to kHeads heads at a time (the tables are per position, shared by every
+// head), loading those heads before it stores any. No thread divides an index
+// but once a position, so the kernel's time goes to memory. Where every operand
+// is dense along head_dim with 16-byte aligned rows, a unit moves 16-byte
+// vectors (kPairs = 16 / sizeof(T)); otherwise it is one pair, at any strides.
 #include "cuda/common/common.cuh"
 #include "cuda/rotary/rotary.h"
 
 namespace fusedops::cuda {
 namespace {
 
-// Heads per thread: 2 keeps a bfloat16 vector thread near 120 registers
-// (4 needs about 170: one block of 256 threads per SM).
-constexpr int kHeads = 2;
+// A run: kPairs consecutive elements along head_dim, kept packed as loaded
+// (a 16-byte vector where kVector) and converted one element at a time where
+// used, so a thread holds its heads and tables in few registers.
+template <typename T, int kPairs>
+using Run = Vec<T, kPairs>;
 
-// N elements at p, `stride` apart, as they are (converted when rotated);
-// kVector: dense and 16-byte aligned, read as 16-byte vectors.
-template <bool kVector, int N, typename T>
-__device__ __forceinline__ void load(const T* p, int64_t stride, T* out) {
+template <bool kVector, int kPairs, typename T>
+__device__ __forceinline__ Run<T, kPairs> load_run(const T* p, int64_t stride) {
+  Run<T, kPairs> r;
   if constexpr (kVector) {
     constexpr int kV = kVec16<T>;
-    static_assert(N % kV == 0, "a run is whole vectors");
+    static_assert(kPairs % kV == 0, "a run is whole vectors");
 #pragma unroll
-    for (int i = 0; i < N / kV; ++i) {
+    for (int i = 0; i < kPairs / kV; ++i) {
       const Vec<T, kV> v = reinterpret_cast<const Vec<T, kV>*>(p)[i];
 #pragma unroll
-      for (int e = 0; e < kV; ++e) out[i * kV + e] = v.v[e];
+      for (int e = 0; e < kV; ++e) r.v[i * kV + e] = v.v[e];
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < N; ++i) out[i] = p[i * stride];
+    for (int i = 0; i < kPairs; ++i) r.v[i] = p[i * stride];
   }
+  return r;
 }
 
-// N dense elements at p (16-byte aligned where kVector), each rounded once.
-template <bool kVector, int N, typename T>
-__device__ __forceinline__ void store(T* p, const opmath_t<T>* in) {
+template <bool kVector, int kPairs, typename T>
+__device__ __forceinline__ void store_run(T* p, const Run<T, kPairs>& r) {
   if constexpr (kVector) {
     constexpr int kV = kVec16<T>;
 #pragma unroll
-    for (int i = 0; i < N / kV; ++i) {
+    for (int i = 0; i < kPairs / kV; ++i) {
       Vec<T, kV> v;
 #pragma unroll
-      for (int e = 0; e < kV; ++e) v.v[e] = from_opmath<T>(in[i * kV + e]);
+      for (int e = 0; e < kV; ++e) v.v[e] = r.v[i * kV + e];
       reinterpret_cast<Vec<T, kV>*>(p)[i] = v;
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < N; ++i) p[i] = from_opmath<T>(in[i]);
+    for (int i = 0; i < kPairs; ++i) p[i] = r.v[i];
   }
 }
 
@@ -73,75 +74,119 @@ __device__ __forceinline__ Unit unit_of(const RotaryProblem& p, int64_t unit) {
           .second = first + (halves ? p.rotary_dim / 2 : kPairs)};
 }
 
+// A unit's two runs; element e of the unit is first[e] or second[e - kPairs].
+template <typename T, int kPairs>
+struct Runs {
+  Run<T, kPairs> first, second;
+  __device__ __forceinline__ T& operator[](int e) { return e < kPairs ? first.v[e] : second.v[e - kPairs]; }
+  __device__ __forceinline__ const T& operator[](int e) const {
+    return e < kPairs ? first.v[e] : second.v[e - kPairs];
+  }
+};
+
 template <bool kVector, int kPairs, typename T>
-__device__ __forceinline__ void load_unit(const T* p, int64_t stride, const Unit& u, T* out) {
-  load<kVector, kPairs>(p + u.first * stride, stride, out);
-  load<kVector, kPairs>(p + u.second * stride, stride, out + kPairs);
+__device__ __forceinline__ Runs<T, kPairs> load_unit(const T* p, int64_t stride, const Unit& u) {
+  return {load_run<kVector, kPairs>(p + u.first * stride, stride),
+          load_run<kVector, kPairs>(p + u.second * stride, stride)};
 }
 
-// y = the unit x rotated by its cos c and sin s, in the op-math type A.
-template <int kPairs, typename A, typename T, typename C>
-__device__ __forceinline__ void rotate_unit(const Unit& u, const T* x, const C* c, const C* s, bool transpose,
-                                            A* y) {
-#pragma unroll
-  for (int e = 0; e < 2 * kPairs; ++e) y[e] = to_opmath(x[e]);
-  const auto pair = [&](int a, int b) {
-    rotate_pair<A>(y[a], y[b], to_opmath(c[a]), to_opmath(c[b]), to_opmath(s[a]), to_opmath(s[b]), transpose);
-  };
+// Each rotated pair (a, b) of the unit as its two elements' indices.
+template <int kPairs, typename F>
+__device__ __forceinline__ void for_pairs(const Unit& u, F&& pair) {
   if (u.halves) {
 #pragma unroll
     for (int t = 0; t < kPairs; ++t) pair(t, t + kPairs);
-  } else if (u.rotated) {
+  } else {
 #pragma unroll
     for (int t = 0; t < kPairs; ++t) pair(2 * t, 2 * t + 1);
   }
 }
 
-// Unit `unit` of position (b, s) for heads [head0, head0 + kHeads) (q's, then k's).
-template <typename T, typename C, int kPairs, bool kVector>
-__device__ __forceinline__ void rotary_unit(const RotaryProblem& p, int64_t b, int64_t s, int64_t head0,
-                                            int64_t unit) {
-  const Unit u = unit_of<kPairs>(p, unit);
-  C cos[2 * kPairs], sin[2 * kPairs];
-  if (u.rotated) {
-    load_unit<kVector, kPairs>(
-        static_cast<const C*>(p.cos.data) + b * p.cos.strides[0] + s * p.cos.strides[1], p.cos.strides[2], u,
-        cos);
-    load_unit<kVector, kPairs>(
-        static_cast<const C*>(p.sin.data) + b * p.sin.strides[0] + s * p.sin.strides[1], p.sin.strides[2], u,
-        sin);
-  }
+// The backward's sin table: rotate_pair's transpose (sin_a, sin_b) ->
+// (-sin_b, -sin_a), done once on a unit's table instead of at every head.
+template <int kPairs, typename C>
+__device__ __forceinline__ void transpose_sin(const Unit& u, Runs<C, kPairs>& s) {
+  for_pairs<kPairs>(u, [&](int a, int b) {
+    const C t = s[a];
+    s[a] = -s[b];
+    s[b] = -t;
+  });
+}
+
+// The unit x rotated by its cos c and sin s (in the op-math type, each element
+// rounded once); pass-through units as they are.
+template <int kPairs, typename T, typename C>
+__device__ __forceinline__ Runs<T, kPairs> rotate_unit(const Unit& u, const Runs<T, kPairs>& x,
+                                                       const Runs<C, kPairs>& c, const Runs<C, kPairs>& s) {
+  if (!u.rotated) return x;
+  Runs<T, kPairs> y;
+  for_pairs<kPairs>(u, [&](int a, int b) {
+    opmath_t<T> ya = to_opmath(x[a]), yb = to_opmath(x[b]);
+    rotate_pair<opmath_t<T>>(ya, yb, to_opmath(c[a]), to_opmath(c[b]), to_opmath(s[a]), to_opmath(s[b]),
+                             /*transpose=*/false);
+    y[a] = from_opmath<T>(ya);
+    y[b] = from_opmath<T>(yb);
+  });
+  return y;
+}
+
+// Heads a thread loads before it stores any: one of a 16-bit type (its unit
+// of 16 elements and their tables take about 80 registers; two heads, 108,
+// ran 0.9x as fast on an H100), two of wider ones. A block's most threads.
+template <typename T>
+constexpr int kHeads = sizeof(T) == 2 ? 1 : 2;
+constexpr int64_t kBlockThreads = 256;
+
+// Position (b, s) of unit u (its cos and sin in c, s) for heads [head0, head0 +
+// kHeads) (q's, then k's).
+template <bool kVector, int kPairs, typename T, typename C>
+__device__ __forceinline__ void rotate_heads(const RotaryProblem& p, int64_t b, int64_t s, int64_t head0,
+                                             const Unit& u, const Runs<C, kPairs>& cos,
+                                             const Runs<C, kPairs>& sin) {
   const int64_t heads = p.q.heads + p.k.heads;
-  RotaryRow rows[kHeads];
-  T x[kHeads][2 * kPairs];
+  RotaryRow rows[kHeads<T>];
+  Runs<T, kPairs> x[kHeads<T>];
 #pragma unroll
-  for (int j = 0; j < kHeads; ++j) {
+  for (int j = 0; j < kHeads<T>; ++j) {
     if (head0 + j >= heads) break;
     rows[j] = rotary_row(p, b, s, head0 + j);
-    load_unit<kVector, kPairs>(static_cast<const T*>(rows[j].is_q ? p.q.in : p.k.in) + rows[j].in,
-                               rows[j].in_stride, u, x[j]);
+    x[j] = load_unit<kVector, kPairs>(static_cast<const T*>(rows[j].is_q ? p.q.in : p.k.in) + rows[j].in,
+                                      rows[j].in_stride, u);
   }
 #pragma unroll
-  for (int j = 0; j < kHeads; ++j) {
+  for (int j = 0; j < kHeads<T>; ++j) {
     if (head0 + j >= heads) break;
-    opmath_t<T> y[2 * kPairs];
-    rotate_unit<kPairs>(u, x[j], cos, sin, p.transpose, y);
+    const Runs<T, kPairs> y = rotate_unit<kPairs>(u, x[j], cos, sin);
     T* out = static_cast<T*>(rows[j].is_q ? p.q.out : p.k.out) + rows[j].out;
-    store<kVector, kPairs>(out + u.first, y);
-    store<kVector, kPairs>(out + u.second, y + kPairs);
+    store_run<kVector, kPairs>(out + u.first, y.first);
+    store_run<kVector, kPairs>(out + u.second, y.second);
   }
 }
 
-// Work item i: unit i % units of head group (i / units) % groups of position
-// i / (units * groups); 64-bit throughout.
+// Position blockIdx.x * blockDim.z + threadIdx.z, then a grid's worth further.
 template <typename T, typename C, bool kVector>
-__global__ void __launch_bounds__(kThreads)
-    rotary_kernel(const __grid_constant__ RotaryProblem p, int64_t units, int64_t groups, int64_t items) {
+__global__ void __launch_bounds__(kBlockThreads) rotary_kernel(const __grid_constant__ RotaryProblem p) {
   constexpr int kPairs = kVector ? kVec16<T> : 1;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < items; i += stride) {
-    const int64_t rest = i / units, pos = rest / groups;
-    rotary_unit<T, C, kPairs, kVector>(p, pos / p.seq, pos % p.seq, (rest % groups) * kHeads, i % units);
+  const int64_t units = p.head_dim / (2 * kPairs), heads = p.q.heads + p.k.heads, positions = p.batch * p.seq;
+  for (int64_t pos = int64_t(blockIdx.x) * blockDim.z + threadIdx.z; pos < positions;
+       pos += int64_t(gridDim.x) * blockDim.z) {
+    const int64_t b = pos / p.seq, s = pos - b * p.seq;
+    for (int64_t unit = threadIdx.x; unit < units; unit += blockDim.x) {
+      const Unit u = unit_of<kPairs>(p, unit);
+      Runs<C, kPairs> cos{}, sin{};
+      if (u.rotated) {
+        cos = load_unit<kVector, kPairs>(
+            static_cast<const C*>(p.cos.data) + b * p.cos.strides[0] + s * p.cos.strides[1], p.cos.strides[2],
+            u);
+        sin = load_unit<kVector, kPairs>(
+            static_cast<const C*>(p.sin.data) + b * p.sin.strides[0] + s * p.sin.strides[1], p.sin.strides[2],
+            u);
+        if (p.transpose) transpose_sin<kPairs>(u, sin);
+      }
+      for (int64_t head0 = threadIdx.y * kHeads<T>; head0 < heads; head0 += blockDim.y * kHeads<T>) {
+        rotate_heads<kVector, kPairs, T>(p, b, s, head0, u, cos, sin);
+      }
+    }
   }
 }
 
@@ -168,13 +213,24 @@ bool vectorizable(const RotaryProblem& p) {
          table(p.cos) && table(p.sin);
 }
 
+// The block: every unit of a row across (up to kBlockThreads), the heads split
+// in equal lanes (Llama's 32 + 8 bfloat16 heads of 128: 8 units by 20 lanes of
+// two heads each), and as many positions as then fit (at most 64: CUDA's
+// limit on blockDim.z).
 template <typename T, typename C, bool kVector>
 cudaError_t launch(const RotaryProblem& p, cudaStream_t stream) {
   constexpr int64_t kPairs = kVector ? kVec16<T> : 1;
-  const int64_t units = p.head_dim / (2 * kPairs), groups = (p.q.heads + p.k.heads + kHeads - 1) / kHeads;
-  const int64_t items = p.batch * p.seq * groups * units;
-  if (items == 0) return cudaSuccess;
-  rotary_kernel<T, C, kVector><<<work_grid(items), kThreads, 0, stream>>>(p, units, groups, items);
+  const int64_t units = p.head_dim / (2 * kPairs),
+                head_groups = (p.q.heads + p.k.heads + kHeads<T> - 1) / kHeads<T>;
+  const int64_t positions = p.batch * p.seq;
+  if (positions == 0 || units == 0 || head_groups == 0) return cudaSuccess;
+  const int64_t x = std::min<int64_t>(units, kBlockThreads), lanes = kBlockThreads / x;
+  const int64_t passes = (head_groups + lanes - 1) / lanes;
+  const int64_t y = (head_groups + passes - 1) / passes;
+  const int64_t z = std::min({kBlockThreads / (x * y), positions, int64_t{64}});
+  const int64_t blocks = std::min<int64_t>((positions + z - 1) / z, 0x7fffffff);
+  rotary_kernel<T, C, kVector>
+      <<<unsigned(blocks), dim3(unsigned(x), unsigned(y), unsigned(z)), 0, stream>>>(p);
   return cudaGetLastError();
 }
 
