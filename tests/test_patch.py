@@ -127,8 +127,8 @@ def test_causal_lm_loss_and_grads(arch, dtype):
     ours, counts = patched_copy(ref)
     float64_norms(ref)
     norms = 5 + (4 if arch == "qwen3" else 0)  # 2 per layer and the final one; Qwen3's q/k norms
-    assert counts == {"RMSNorm": norms, "MLP": 2, "rotary": 2, "loss": 1, "Linear+GELU": 0, "LayerNorm": 0,
-                      "add+LayerNorm": 0}
+    assert counts == {"RMSNorm": norms, "MLP": 2, "rotary": 2, "loss": 1, "Linear+GELU": 0, "qkv": 0,
+                      "LayerNorm": 0, "add+LayerNorm": 0}
     ids, mask, labels = tokens()
     out = ours(input_ids=ids, attention_mask=mask, labels=labels)
     assert out.logits is None and out.loss.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
@@ -288,7 +288,7 @@ def vit(dtype: torch.dtype = torch.float32) -> torch.nn.Module:
 def test_vit_loss_and_grads(dtype):
     ref = vit(dtype)
     ours, counts = patched_copy(ref)
-    assert counts == {"RMSNorm": 0, "MLP": 0, "rotary": 0, "loss": 0, "Linear+GELU": 2, "LayerNorm": 5,
+    assert counts == {"RMSNorm": 0, "MLP": 0, "rotary": 0, "loss": 0, "Linear+GELU": 2, "qkv": 2, "LayerNorm": 5,
                       "add+LayerNorm": 2}
     images, classes = torch.randn(3, 3, 32, 32, dtype=dtype), torch.randint(0, 10, (3,))
     loss = F.cross_entropy(ours(images), classes)
@@ -321,5 +321,23 @@ def test_vit_under_autocast(device):
 @needs_timm
 def test_vit_options():
     ours, counts = patched_copy(vit(), norm=False)
-    assert (counts["Linear+GELU"], counts["LayerNorm"], counts["add+LayerNorm"]) == (2, 0, 0)
+    assert (counts["Linear+GELU"], counts["qkv"], counts["LayerNorm"], counts["add+LayerNorm"]) == (2, 2, 0, 0)
     assert type(ours.blocks[0].norm2) is not fusedops.nn.LayerNorm
+    _, counts = patched_copy(vit(), linear=False)
+    assert (counts["Linear+GELU"], counts["qkv"], counts["LayerNorm"]) == (0, 0, 5)
+
+
+@needs_timm
+def test_vit_attention_without_sdpa_is_left_alone():
+    """An Attention on timm's manual path (fused_attn off) keeps timm's forward;
+    the other block's is patched, and the model still matches."""
+    ref = vit()
+    ref.blocks[0].attn.fused_attn = False
+    ours, counts = patched_copy(ref)
+    assert counts["qkv"] == 1 and "forward" not in vars(ours.blocks[0].attn)
+    images, classes = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))
+    loss, expected = (F.cross_entropy(m(images), classes) for m in (ours, ref))
+    torch.testing.assert_close(loss, expected, **TOLERANCE[torch.float32])
+    loss.backward()
+    expected.backward()
+    assert_same_grads(ours, ref, torch.float32)

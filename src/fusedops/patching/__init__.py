@@ -25,7 +25,7 @@ FAMILIES = {
 SUPPORTED = ("transformers' LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM "
              "(and their base models), timm's VisionTransformer")
 # What patch() reports, in this order, whatever the model.
-COUNTS = ("RMSNorm", "MLP", "rotary", "loss", "Linear+GELU", "LayerNorm", "add+LayerNorm")
+COUNTS = ("RMSNorm", "MLP", "rotary", "loss", "Linear+GELU", "qkv", "LayerNorm", "add+LayerNorm")
 
 
 def patch(model: torch.nn.Module, *, norm: bool = True, swiglu: bool = True, rotary: bool = True,
@@ -36,7 +36,8 @@ def patch(model: torch.nn.Module, *, norm: bool = True, swiglu: bool = True, rot
     `norm`: RMSNorms, Qwen3's q/k norms included; `swiglu`: the MLPs; `rotary`:
     the attentions' rotary embedding; `loss`: a training forward with labels
     computes the loss without logits) and timm's VisionTransformer (`linear`:
-    each MLP's fc1 + GELU; `norm`: the LayerNorms, and each block's residual add
+    each MLP's fc1 + GELU, and each attention's qkv split so that its gradient
+    needs one copy less; `norm`: the LayerNorms, and each block's residual add
     before norm2). Parameters are shared, never copied; patch before sharding
     the model (FSDP) or compiling it."""
     if not isinstance(model, torch.nn.Module):

@@ -5,15 +5,18 @@ MLP fc1 -> GELU -> fc2. Here each fc1 and its GELU become one
 fusedops.nn.Linear (the GELU becomes an Identity), each LayerNorm a
 fusedops.nn.LayerNorm holding the same parameters, and each timm Block's
 residual add before norm2 and norm2 itself one fusedops.add_layer_norm (that
-block's forward, an instance attribute). State dicts are unchanged: the new
-modules have the old ones' names and parameters.
+block's forward, an instance attribute). Each Attention takes q, k and v from
+its qkv projection in an order whose gradient needs one copy instead of two
+(its forward, likewise). State dicts are unchanged: the new modules have the
+old ones' names and parameters.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+from timm.layers import Attention, Mlp
 from timm.layers import LayerNorm as TimmLayerNorm
-from timm.layers import Mlp
 from timm.models.vision_transformer import Block
 
 import fusedops
@@ -31,6 +34,8 @@ def patch(model: torch.nn.Module, enabled: dict[str, bool], counts: dict[str, in
             counts["LayerNorm"] += swap_layer_norms(parent)
         if enabled["linear"]:
             counts["Linear+GELU"] += fuse_gelu(parent)
+            if type(parent) is Attention and parent.fused_attn:
+                counts["qkv"] += set_forward(parent, attention_forward)
         if enabled["norm"] and type(parent) is Block and isinstance(parent.norm2, fusedops.nn.LayerNorm):
             counts["add+LayerNorm"] += set_forward(parent, block_forward)
 
@@ -64,3 +69,23 @@ def block_forward(block: Block, x: torch.Tensor, attn_mask: torch.Tensor | None 
     normed, x = fusedops.add_layer_norm(x.to(dtype), branch.to(dtype), block.norm2.weight, block.norm2.bias,
                                         block.norm2.eps)
     return x + block.drop_path2(block.ls2(block.mlp(normed)))
+
+
+def attention_forward(attn: Attention, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                      is_causal: bool = False) -> torch.Tensor:
+    """timm's Attention.forward (its scaled_dot_product_attention path) with q,
+    k and v sliced from qkv's output as [B, N, 3, H, hd] before their heads
+    move forward: their gradients then stack straight into that layout, where
+    timm's permute(2, 0, 3, 1, 4) first stacks them as [3, B, H, N, hd] and
+    the qkv projection's backward copies that once more."""
+    batch, tokens, _ = x.shape
+    gate = attn.gate(x).sigmoid() if getattr(attn, "gate", None) is not None else None
+    qkv = attn.qkv(x).unflatten(-1, (3, attn.num_heads, attn.head_dim))
+    q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
+    q, k = attn.q_norm(q), attn.k_norm(k)
+    x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
+                                       dropout_p=attn.attn_drop.p if attn.training else 0.0, is_causal=is_causal)
+    x = attn.norm(x.transpose(1, 2).reshape(batch, tokens, attn.num_heads * attn.head_dim))
+    if gate is not None:
+        x = x * gate
+    return attn.proj_drop(attn.proj(x))
