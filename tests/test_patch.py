@@ -328,6 +328,20 @@ def test_vit_options():
 
 
 @needs_timm
+def test_compile_of_the_patched_vit():
+    """The patched blocks and attentions in one graph (fullgraph), AOTAutograd's backward."""
+    ref = vit()
+    ours, _ = patched_copy(ref)
+    compiled = torch.compile(ours, fullgraph=True, backend="aot_eager")
+    images, classes = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))
+    loss, expected = F.cross_entropy(compiled(images), classes), F.cross_entropy(ref(images), classes)
+    torch.testing.assert_close(loss, expected, **TOLERANCE[torch.float32])
+    loss.backward()
+    expected.backward()
+    assert_same_grads(ours, ref, torch.float32)
+
+
+@needs_timm
 def test_vit_attention_without_sdpa_is_left_alone():
     """An Attention on timm's manual path (fused_attn off) keeps timm's forward;
     the other block's is patched, and the model still matches."""
