@@ -14,8 +14,9 @@ namespace fusedops::cuda {
 namespace {
 
 // A run: kPairs consecutive elements along head_dim, kept packed as loaded
-// (a 16-byte vector where kVector) and converted one element at a time where
-// used, so a thread holds its heads and tables in few registers.
+// (whole 16-byte vectors where kVector: one of x, two of float32 tables for a
+// 16-bit x) and converted one element at a time where used, so a thread holds
+// its heads and tables in few registers.
 template <typename T, int kPairs>
 using Run = Vec<T, kPairs>;
 
@@ -214,9 +215,9 @@ bool vectorizable(const RotaryProblem& p) {
 }
 
 // The block: every unit of a row across (up to kBlockThreads), the heads split
-// in equal lanes (Llama's 32 + 8 bfloat16 heads of 128: 8 units by 20 lanes of
-// two heads each), and as many positions as then fit (at most 64: CUDA's
-// limit on blockDim.z).
+// in equal lanes (Llama's 32 + 8 bfloat16 heads of 128: 8 units by 20 lanes,
+// each lane one head a pass, two passes), and as many positions as then fit
+// (at most 64: CUDA's limit on blockDim.z).
 template <typename T, typename C, bool kVector>
 cudaError_t launch(const RotaryProblem& p, cudaStream_t stream) {
   constexpr int64_t kPairs = kVector ? kVec16<T> : 1;
