@@ -24,6 +24,19 @@ def test_vector_tail_and_misaligned_pointers(device, dtype, numel):
         assert torch.equal(fusedops.add(a, b), torch.add(a, b))
 
 
+@pytest.mark.parametrize("b", [0.0, -0.5, 1.0, 2**-24, 2**-14, 2048.0, 65504.0])
+def test_float16_rounding_of_every_value(device, b):
+    """Every float16 through the float32 math and back (F16C's conversions on
+    x86-64 CPUs): torch's bits, subnormals, ties, overflow and signed zeros
+    included; NaN stays NaN."""
+    a = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(torch.float16).to(device)
+    b = torch.full_like(a, b)
+    ours, theirs = fusedops.add(a, b), torch.add(a, b)
+    nan = theirs.isnan()
+    assert torch.equal(ours.isnan(), nan)
+    assert torch.equal(ours[~nan].view(torch.int16), theirs[~nan].view(torch.int16))
+
+
 def test_many_dims_and_expanded_inputs(device):
     # 10 non-mergeable dims exceed the kernels' 8: the glue falls back to copies.
     a = torch.randn([2] * 10, device=device).permute(*reversed(range(10)))

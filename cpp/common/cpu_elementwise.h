@@ -5,16 +5,18 @@
 //
 // A run with every operand dense goes straight through f, element by element,
 // a loop the compiler vectorizes (c10::BFloat16 conversions included). Other
-// runs (strides, a broadcast operand) go through in blocks: the inputs
-// gathered into op-math buffers, f over the buffers, the results scattered.
+// runs (strides, a broadcast operand), and float16's (converted by F16C a
+// block at a time, cpu.h), go through in blocks: the inputs gathered into
+// op-math buffers, f over the buffers, the results scattered.
 //
-// On x86-64 both run loops are compiled twice, for AVX2 and for the wheel's
-// baseline (SSE2), and the loader picks one by the CPU (GCC's target_clones;
+// On x86-64 both run loops are compiled for AVX-512, AVX2 and the wheel's
+// baseline (SSE2), and the loader picks one by the CPU (cpu.h;
 // benchmarks/results/NOTES.md, "The shared CPU elementwise loop in the half types").
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cpp/common/cpu.h"
 
@@ -25,6 +27,9 @@ constexpr int64_t kBlock = 256;
 
 template <typename A, typename T>
 inline void load_block(A* __restrict__ dst, const T* __restrict__ src, int64_t stride, int64_t m) {
+  if constexpr (std::is_same_v<T, c10::Half>) {
+    if (stride == 1) return half_to_float(src, dst, m);
+  }
   if (stride == 1) {
     for (int64_t i = 0; i < m; ++i) dst[i] = A(src[i]);
   } else if (stride == 0) {  // broadcast
@@ -36,6 +41,9 @@ inline void load_block(A* __restrict__ dst, const T* __restrict__ src, int64_t s
 
 template <typename T, typename A>
 inline void store_block(T* __restrict__ dst, const A* __restrict__ src, int64_t stride, int64_t m) {
+  if constexpr (std::is_same_v<T, c10::Half>) {
+    if (stride == 1) return float_to_half(src, dst, m);
+  }
   if (stride == 1) {
     for (int64_t i = 0; i < m; ++i) dst[i] = T(src[i]);
   } else {
@@ -43,14 +51,17 @@ inline void store_block(T* __restrict__ dst, const A* __restrict__ src, int64_t 
   }
 }
 
-// f over m elements of op-math buffers.
-template <typename A, int kOut, int kIn, typename F>
-inline void apply_block(const A (&x)[kIn][kBlock], A (&y)[kOut][kBlock], int64_t m, const F& f) {
-  for (int64_t i = 0; i < m; ++i) {
+// out_k[i] = f(in[i])_k for i < len, every operand dense: the loop the
+// compiler vectorizes, over the operands themselves or over op-math buffers.
+template <typename T, int kOut, int kIn, typename F>
+[[gnu::always_inline]] inline void dense_loop(T* const (&out)[kOut], const T* const (&in)[kIn], int64_t len,
+                                              const F& f) {
+  using A = opmath_t<T>;
+  for (int64_t i = 0; i < len; ++i) {
     A a[kIn], b[kOut];
-    for (int k = 0; k < kIn; ++k) a[k] = x[k][i];
+    for (int k = 0; k < kIn; ++k) a[k] = A(in[k][i]);
     f(a, b);
-    for (int k = 0; k < kOut; ++k) y[k][i] = b[k];
+    for (int k = 0; k < kOut; ++k) out[k][i] = T(b[k]);
   }
 }
 
@@ -60,10 +71,14 @@ FUSEDOPS_CPU_CLONES void elementwise_run(T* const (&out)[kOut], const T* const (
                                          const int64_t (&s)[kOut + kIn], int64_t len, const F& f) {
   using A = opmath_t<T>;
   A x[kIn][kBlock], y[kOut][kBlock];
+  const A* xs[kIn];
+  A* ys[kOut];
+  for (int k = 0; k < kIn; ++k) xs[k] = x[k];
+  for (int k = 0; k < kOut; ++k) ys[k] = y[k];
   for (int64_t i0 = 0; i0 < len; i0 += kBlock) {
     const int64_t m = std::min(kBlock, len - i0);
     for (int k = 0; k < kIn; ++k) load_block(x[k], in[k] + i0 * s[kOut + k], s[kOut + k], m);
-    apply_block<A>(x, y, m, f);
+    dense_loop(ys, xs, m, f);
     for (int k = 0; k < kOut; ++k) store_block(out[k] + i0 * s[k], y[k], s[k], m);
   }
 }
@@ -72,13 +87,7 @@ FUSEDOPS_CPU_CLONES void elementwise_run(T* const (&out)[kOut], const T* const (
 template <typename T, int kOut, int kIn, typename F>
 FUSEDOPS_CPU_CLONES void elementwise_dense_run(T* const (&out)[kOut], const T* const (&in)[kIn], int64_t len,
                                                const F& f) {
-  using A = opmath_t<T>;
-  for (int64_t i = 0; i < len; ++i) {
-    A a[kIn], b[kOut];
-    for (int k = 0; k < kIn; ++k) a[k] = A(in[k][i]);
-    f(a, b);
-    for (int k = 0; k < kOut; ++k) out[k][i] = T(b[k]);
-  }
+  dense_loop(out, in, len, f);
 }
 
 // out_k = f(in) over `layout` (numel > 0 elements); out[k] / in[k] point at
@@ -99,7 +108,9 @@ void elementwise(const StridedLayout<kOut + kIn>& layout, int64_t numel, T* cons
       const T* x[kIn];
       for (int k = 0; k < kOut; ++k) o[k] = out[k] + off[k];
       for (int k = 0; k < kIn; ++k) x[k] = in[k] + off[kOut + k];
-      if (dense) return elementwise_dense_run(o, x, len, f);
+      if constexpr (!std::is_same_v<T, c10::Half>) {
+        if (dense) return elementwise_dense_run(o, x, len, f);
+      }
       elementwise_run(o, x, s, len, f);
     });
   });

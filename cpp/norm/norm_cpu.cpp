@@ -6,7 +6,7 @@
 // in vector registers (one running sum is a chain of dependent adds). The
 // backward's weight and bias gradients are summed per fixed block of rows,
 // then over the blocks in order: the same bits whatever the thread count and
-// whichever of the row loops' AVX2 and baseline clones runs.
+// whichever of the row loops' clones (cpu.h) runs.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -51,16 +51,15 @@ inline A lane_sum(int64_t n, const Term& term) {
   return total;
 }
 
-// A row of T in op math: the row itself where T is A, else converted into buf
-// (once: the passes over it then read floats, not half types).
-template <typename A, typename T>
-inline __attribute__((always_inline)) const A* as_opmath(const T* v, int64_t n, A* buf) {
-  if constexpr (std::is_same_v<T, A>) {
-    return v;
-  } else {
-    for (int64_t j = 0; j < n; ++j) buf[j] = A(v[j]);
-    return buf;
-  }
+// summed = x + residual rounded to float16, and into sum its float32 value
+// (F16C's conversions; a bfloat16 loop doing this vectorizes as it is).
+[[gnu::always_inline]] inline void half_to_sum(const c10::Half* x, const c10::Half* residual,
+                                               c10::Half* summed, int64_t n, float* sum, float* addend) {
+  cpu::half_to_float(x, sum, n);
+  cpu::half_to_float(residual, addend, n);
+  for (int64_t j = 0; j < n; ++j) sum[j] += addend[j];
+  cpu::float_to_half(sum, summed, n);
+  cpu::half_to_float(summed, sum, n);
 }
 
 // y = xhat * scale + shift with scale = offset + weight (1 without one) and
@@ -77,19 +76,26 @@ FUSEDOPS_CPU_CLONES void forward_rows(const NormForwardArgs& a, const cpu::opmat
   T* summed = static_cast<T*>(a.summed);
   const int64_t n = a.cols;
   const A eps = static_cast<A>(a.eps);
-  std::vector<A> buffer(std::is_same_v<T, A> && residual == nullptr ? 0 : n);
+  // The row in op math, and a second row for float16's conversions (cpu.h).
+  std::vector<A> buffers(2 * n);
+  A* const buffer = buffers.data();
+  A* const other = buffer + n;
   for (int64_t row = begin; row < end; ++row) {
     const int64_t base = row * n;
     const A* v;
     if (residual != nullptr) {  // summed = x + residual, rounded to T: what is normalized
-      for (int64_t j = 0; j < n; ++j) {
-        const T s = static_cast<T>(A(x[base + j]) + A(residual[base + j]));
-        summed[base + j] = s;
-        buffer[j] = A(s);
+      if constexpr (std::is_same_v<T, c10::Half>) {
+        half_to_sum(x + base, residual + base, summed + base, n, buffer, other);
+      } else {
+        for (int64_t j = 0; j < n; ++j) {
+          const T s = static_cast<T>(A(x[base + j]) + A(residual[base + j]));
+          summed[base + j] = s;
+          buffer[j] = A(s);
+        }
       }
-      v = buffer.data();
+      v = buffer;
     } else {
-      v = as_opmath(x + base, n, buffer.data());
+      v = cpu::as_opmath(x + base, n, buffer);
     }
     A mean = 0;
     if (a.center) {  // pivot + mean(v - pivot): exact for a large mean (cuda/norm/norm.cu)
@@ -101,7 +107,7 @@ FUSEDOPS_CPU_CLONES void forward_rows(const NormForwardArgs& a, const cpu::opmat
     if (a.center) static_cast<A*>(a.mean)[row] = mean;
     static_cast<A*>(a.rstd)[row] = rstd;
     O* out = static_cast<O*>(a.out) + base;
-    for (int64_t j = 0; j < n; ++j) out[j] = static_cast<O>((v[j] - mean) * rstd * scale[j] + shift[j]);
+    cpu::store_opmath(out, n, other, [&](int64_t j) { return (v[j] - mean) * rstd * scale[j] + shift[j]; });
   }
 }
 
@@ -117,18 +123,20 @@ FUSEDOPS_CPU_CLONES void backward_rows(const NormBackwardArgs& a, const cpu::opm
   const T* grad_summed = static_cast<const T*>(a.grad_summed);
   T* grad_x = static_cast<T*>(a.grad_x);
   const int64_t n = a.cols;
-  std::vector<A> buffers(2 * n);
+  std::vector<A> buffers(4 * n);
   A* __restrict__ g = buffers.data();
   A* __restrict__ xhat = g + n;
+  A* const other = xhat + n;  // float16's conversions (cpu.h)
+  A* const out = other + n;
   for (int64_t row = begin; row < end; ++row) {
     const int64_t base = row * n;
-    const T* x = static_cast<const T*>(a.x) + base;
-    const O* grad = static_cast<const O*>(a.grad) + base;
+    const auto x = cpu::opmath_reader(static_cast<const T*>(a.x) + base, n, other);
+    const auto grad = cpu::opmath_reader(static_cast<const O*>(a.grad) + base, n, out);
     const A mean = a.center ? static_cast<const A*>(a.mean)[row] : A(0);
     const A rstd = static_cast<const A*>(a.rstd)[row];
     for (int64_t j = 0; j < n; ++j) {
-      g[j] = A(grad[j]);
-      xhat[j] = (A(x[j]) - mean) * rstd;
+      g[j] = grad(j);
+      xhat[j] = (x(j) - mean) * rstd;
     }
     const A sum_gw = a.center ? lane_sum<A>(n, [&](int64_t j) { return g[j] * scale[j]; }) : A(0);
     const A sum_gwx = lane_sum<A>(n, [&](int64_t j) { return g[j] * scale[j] * xhat[j]; });
@@ -142,9 +150,10 @@ FUSEDOPS_CPU_CLONES void backward_rows(const NormBackwardArgs& a, const cpu::opm
     const A mean_gw = a.center ? sum_gw / A(n) : A(0), mean_gwx = sum_gwx / A(n);
     const auto dx = [&](int64_t j) { return rstd * (g[j] * scale[j] - mean_gw - xhat[j] * mean_gwx); };
     if (grad_summed == nullptr) {
-      for (int64_t j = 0; j < n; ++j) grad_x[base + j] = static_cast<T>(dx(j));
+      cpu::store_opmath(grad_x + base, n, out, dx);
     } else {
-      for (int64_t j = 0; j < n; ++j) grad_x[base + j] = static_cast<T>(dx(j) + A(grad_summed[base + j]));
+      const auto carried = cpu::opmath_reader(grad_summed + base, n, other);
+      cpu::store_opmath(grad_x + base, n, out, [&](int64_t j) { return dx(j) + carried(j); });
     }
   }
 }

@@ -139,25 +139,29 @@ namespace {
 // rotate_half's pairs (a[i], c[i]) of one dense row, i < n, in chunks: the
 // rotation into op-math buffers, then each buffer rounded into its half of
 // the output, loops the compiler vectorizes (one loop doing both keeps
-// bfloat16's rounding, with its NaN test, scalar). restrict: the inputs never
-// overlap the fresh outputs. Inlined into each CPU clone.
+// bfloat16's rounding, with its NaN test, scalar; float16 converts by F16C,
+// cpu.h). restrict: the inputs never overlap the fresh outputs. Inlined into
+// each CPU clone.
 template <typename A, bool kTranspose, typename T, typename C>
 [[gnu::always_inline]] inline void rotate_halves(const T* __restrict__ x_a, const T* __restrict__ x_c,
                                                  const C* __restrict__ cos_a, const C* __restrict__ cos_c,
                                                  const C* __restrict__ sin_a, const C* __restrict__ sin_c,
                                                  T* __restrict__ out_a, T* __restrict__ out_c, int64_t n) {
   constexpr int64_t kChunk = 64;
-  A ya[kChunk], yc[kChunk];
+  A ya[kChunk], yc[kChunk], buf[4][kChunk];
   for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
     const int64_t m = std::min(kChunk, n - i0);
+    const auto xa = cpu::opmath_reader(x_a + i0, m, ya), xc = cpu::opmath_reader(x_c + i0, m, yc);
+    const auto ca = cpu::opmath_reader(cos_a + i0, m, buf[0]), cc = cpu::opmath_reader(cos_c + i0, m, buf[1]);
+    const auto sa = cpu::opmath_reader(sin_a + i0, m, buf[2]), sc = cpu::opmath_reader(sin_c + i0, m, buf[3]);
     for (int64_t i = 0; i < m; ++i) {
-      ya[i] = A(x_a[i0 + i]);
-      yc[i] = A(x_c[i0 + i]);
-      rotate_pair<A>(ya[i], yc[i], A(cos_a[i0 + i]), A(cos_c[i0 + i]), A(sin_a[i0 + i]), A(sin_c[i0 + i]),
-                     kTranspose);
+      A a = xa(i), c = xc(i);
+      rotate_pair<A>(a, c, ca(i), cc(i), sa(i), sc(i), kTranspose);
+      ya[i] = a;
+      yc[i] = c;
     }
-    for (int64_t i = 0; i < m; ++i) out_a[i0 + i] = static_cast<T>(ya[i]);
-    for (int64_t i = 0; i < m; ++i) out_c[i0 + i] = static_cast<T>(yc[i]);
+    cpu::from_opmath(ya, out_a + i0, m);
+    cpu::from_opmath(yc, out_c + i0, m);
   }
 }
 

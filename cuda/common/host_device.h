@@ -1,7 +1,7 @@
 // FUSEDOPS_HD: a function both the CPU loops (cpp/) and the CUDA kernels
 // (cuda/) compile, so that the two backends share one copy of the math.
 // Always inlined on both: GCC does not inline a function of the default target
-// into the CPU loops' AVX2 clones (cpp/common/cpu_elementwise.h) by itself,
+// into the CPU loops' AVX-512 and AVX2 clones (cpp/common/cpu_elementwise.h) by itself,
 // and one call left in a loop keeps it from vectorizing.
 #pragma once
 
