@@ -10,7 +10,8 @@ const NormBackend kNormCuda{
     .forward =
         [](const NormForwardArgs& args, const Tensor& like, const char* op) {
           const torch::stable::accelerator::DeviceGuard guard(like.get_device_index());
-          cuda::check_cuda(op, cuda::launch_norm_forward(args, cuda::current_stream(like)));
+          cuda::check_cuda(op, cuda::launch_norm_forward(args, cuda::device_info(op, like.get_device_index()),
+                                                         cuda::current_stream(like)));
         },
     .backward_blocks =
         [](int64_t rows, int64_t cols, const Tensor& like, const char* op) {

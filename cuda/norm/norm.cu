@@ -30,6 +30,7 @@ constexpr int kBlockThreads = 512;  // threads of a block: row groups of blockDi
 template <int kVec>
 constexpr int kHeldVectors = kVec == 1 ? 4 : 16 / kVec;
 constexpr int kMaxGroups = kBlockThreads / 32;
+constexpr int kForwardBlocksPerSm = 2;  // the held forward's launch bound and grid
 
 __device__ __forceinline__ float inv_sqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double inv_sqrt(double v) { return rsqrt(v); }
@@ -90,16 +91,24 @@ struct Forward {
         eps(static_cast<A>(a.eps)),
         offset(static_cast<A>(a.offset)) {}
 
-  // v = x[i, i + kVec) (+ residual, rounded to T and stored in summed).
+  // v = x[i, i + kVec) as loaded in xv (+ residual's rv, rounded to T and
+  // stored in summed).
+  template <int kVec>
+  __device__ __forceinline__ void input(int64_t i, const Vec<T, kVec>& xv, const Vec<T, kVec>& rv,
+                                        A (&v)[kVec]) const {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) v[e] = to_opmath(xv.v[e]);
+    if (residual == nullptr) return;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) v[e] = to_opmath(from_opmath<T>(v[e] + to_opmath(rv.v[e])));
+    store<kVec>(summed, i, v);
+  }
+
   template <int kVec>
   __device__ __forceinline__ void input(int64_t i, A (&v)[kVec]) const {
-    load<kVec>(x, i, v);
-    if (residual == nullptr) return;
-    A r[kVec];
-    load<kVec>(residual, i, r);
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) v[e] = to_opmath(from_opmath<T>(v[e] + r[e]));
-    store<kVec>(summed, i, v);
+    Vec<T, kVec> rv;
+    if (residual != nullptr) rv = load_vec<kVec>(residual, i);
+    input<kVec>(i, load_vec<kVec>(x, i), rv, v);
   }
 
   // out[i, i + kVec) from v; c: the column of i.
@@ -133,31 +142,84 @@ struct Forward {
   }
 };
 
+// 16 bytes from global to shared memory without holding registers (cp.async,
+// sm_80 on); wait_copies() waits for this thread's.
+[[maybe_unused]] __device__ __forceinline__ void copy_async_16(void* shared, const void* global) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                   static_cast<unsigned>(__cvta_generic_to_shared(shared))),
+               "l"(global)
+               : "memory");
+#endif
+}
+
+__device__ __forceinline__ void wait_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// Whether layer_norm's held forward (no residual) runs staged: x copied to
+// shared memory a row ahead, on a grid of the blocks that fit the device at
+// once. Rows of 16-bit 16-byte vectors: 1.09-1.40x on an H100; rms_norm's
+// rows, float32's and a staged add_layer_norm lost 1-8% (benchmarks/results/
+// NOTES.md, "layer_norm's forward staged by cp.async").
+template <typename T, bool kCenter, int kVec, int kIters>
+constexpr bool kStagedForward = kCenter && sizeof(T) == 2 && kVec * sizeof(T) == 16 && kIters <= 4;
+
 // Row `row` of f (every thread of a row group runs the loop the same number
 // of times: the reductions synchronize the group; a group past the last row
 // joins the reductions with zeros and writes nothing). Two blocks an SM (at
 // most 64 registers a thread): layer_norm's 73 had left one, a quarter of the
-// SM's threads.
-template <typename T, typename W, bool kCenter, int kVec, int kIters>
-__global__ void __launch_bounds__(kBlockThreads, 2) forward_held_kernel(NormForwardArgs args) {
+// SM's threads. kStaged: each block walks its rows and copies the next row's x
+// to shared memory during this row's reductions (no registers to spare for
+// it), so the SM's loads stay in flight while it synchronizes; each thread
+// reads back only what it copied: no barrier.
+template <typename T, typename W, bool kCenter, int kVec, int kIters, bool kStaged>
+__global__ void __launch_bounds__(kBlockThreads, kForwardBlocksPerSm)
+    forward_held_kernel(NormForwardArgs args) {
   using A = opmath_t<T>;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  constexpr bool kCopies = false;  // no cp.async: a copy would hold registers
+#else
+  constexpr bool kCopies = kStaged;
+#endif
   __shared__ A smem[kMaxGroups * 33];
+  __shared__ Vec<T, kVec> staged[kCopies ? kIters * kBlockThreads : 1];
   const Forward<T, W> f(args);
-  for (int64_t first = int64_t(blockIdx.x) * blockDim.y; first < f.rows;
-       first += int64_t(gridDim.x) * blockDim.y) {
+  const int thread = threadIdx.y * blockDim.x + threadIdx.x;
+  const int64_t step = int64_t(gridDim.x) * blockDim.y;
+  const auto stage = [&](int64_t row) {
+    if constexpr (kCopies) {
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * kVec;
+        if (row < f.rows && c < f.cols)
+          copy_async_16(&staged[i * kBlockThreads + thread], f.x + row * f.cols + c);
+      }
+    }
+  };
+  stage(int64_t(blockIdx.x) * blockDim.y + threadIdx.y);
+  for (int64_t first = int64_t(blockIdx.x) * blockDim.y; first < f.rows; first += step) {
     const int64_t row = first + threadIdx.y;
     const bool active = row < f.rows;
     const A shift = kCenter && active ? f.pivot(row) : A(0);
     A v[kIters][kVec];
     A sum = 0;
+    if constexpr (kCopies) wait_copies();
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int64_t c = (int64_t(i) * blockDim.x + threadIdx.x) * kVec;
       if (!active || c >= f.cols) continue;
-      f.template input<kVec>(row * f.cols + c, v[i]);
+      const int64_t at = row * f.cols + c;
+      Vec<T, kVec> rv;
+      if (f.residual != nullptr) rv = load_vec<kVec>(f.residual, at);
+      f.template input<kVec>(at, kCopies ? staged[i * kBlockThreads + thread] : load_vec<kVec>(f.x, at), rv,
+                             v[i]);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) sum += v[i][e] - shift;
     }
+    stage(row + step);  // in flight during this row's reductions
     A mu = 0;
     if constexpr (kCenter) mu = shift + group_allreduce(sum, smem) / A(f.cols);
     A squares = 0;
@@ -478,7 +540,7 @@ unsigned grid_of(int64_t blocks) { return static_cast<unsigned>(std::clamp<int64
 
 }  // namespace
 
-cudaError_t launch_norm_forward(const NormForwardArgs& a, cudaStream_t stream) {
+cudaError_t launch_norm_forward(const NormForwardArgs& a, const DeviceInfo& device, cudaStream_t stream) {
   if (a.rows == 0 || a.cols == 0) return cudaSuccess;
   return dispatch_types(a.dtype, a.wide_params, [&]<typename T, typename W>() {
     const bool vec = vectorizable<T, W>(a.cols, {a.x, a.residual, a.summed}, {a.weight, a.bias}, {a.out});
@@ -490,8 +552,18 @@ cudaError_t launch_norm_forward(const NormForwardArgs& a, cudaStream_t stream) {
           const int64_t vectors = a.cols / kVec;
           const auto held_launch = [&]<int kHeldIters>() {
             const dim3 block = block_shape(vectors, kHeldIters);
-            forward_held_kernel<T, W, kCenter, kVec, kHeldIters>
-                <<<grid_of((a.rows + block.y - 1) / block.y), block, 0, stream>>>(a);
+            const int64_t row_blocks = (a.rows + block.y - 1) / block.y;
+            if constexpr (kStagedForward<T, kCenter, kVec, kHeldIters>) {
+              if (a.residual == nullptr) {
+                const int64_t blocks =
+                    std::min<int64_t>(row_blocks, int64_t(device.sm_count) * kForwardBlocksPerSm);
+                forward_held_kernel<T, W, kCenter, kVec, kHeldIters, true>
+                    <<<grid_of(blocks), block, 0, stream>>>(a);
+                return;
+              }
+            }
+            forward_held_kernel<T, W, kCenter, kVec, kHeldIters, false>
+                <<<grid_of(row_blocks), block, 0, stream>>>(a);
           };
           if (!held(vectors, kIters)) {
             forward_streamed_kernel<T, W, kCenter, kVec><<<grid_of(a.rows), kBlockThreads, 0, stream>>>(a);

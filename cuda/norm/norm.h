@@ -7,7 +7,8 @@
 
 namespace fusedops::cuda {
 
-cudaError_t launch_norm_forward(const NormForwardArgs& args, cudaStream_t stream);
+// device: layer_norm's staged forward runs on the blocks that fit it at once.
+cudaError_t launch_norm_forward(const NormForwardArgs& args, const DeviceInfo& device, cudaStream_t stream);
 
 // The blocks of the backward's grid (the rows of args.partial_*): fixed by the
 // sizes and the device, so its sums are the same every call.
