@@ -49,17 +49,24 @@ using opmath_t = typename OpMath<T>::type;
 void half_to_float(const c10::Half* src, float* dst, int64_t n);
 void float_to_half(const float* src, c10::Half* dst, int64_t n);
 
-// n elements of T in op math: src itself where T is A, else converted into
-// buf (float16 by F16C, bfloat16 in a loop the caller's clone vectorizes).
+// dst[i] = A(src[i]) for i < n: float16 by F16C, the other types in a loop
+// the caller's clone vectorizes.
+template <typename A, typename T>
+[[gnu::always_inline]] inline void to_opmath(const T* __restrict__ src, A* __restrict__ dst, int64_t n) {
+  if constexpr (std::is_same_v<T, c10::Half>) {
+    half_to_float(src, dst, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = A(src[i]);
+  }
+}
+
+// n elements of T in op math: src itself where T is A, else converted into buf.
 template <typename A, typename T>
 [[gnu::always_inline]] inline const A* as_opmath(const T* src, int64_t n, A* buf) {
   if constexpr (std::is_same_v<T, A>) {
     return src;
-  } else if constexpr (std::is_same_v<T, c10::Half>) {
-    half_to_float(src, buf, n);
-    return buf;
   } else {
-    for (int64_t i = 0; i < n; ++i) buf[i] = A(src[i]);
+    to_opmath(src, buf, n);
     return buf;
   }
 }
@@ -79,7 +86,7 @@ template <typename A, typename T>
 
 // dst[i] = T(src[i]) for i < n.
 template <typename T, typename A>
-[[gnu::always_inline]] inline void from_opmath(const A* src, T* dst, int64_t n) {
+[[gnu::always_inline]] inline void from_opmath(const A* __restrict__ src, T* __restrict__ dst, int64_t n) {
   if constexpr (std::is_same_v<T, c10::Half>) {
     float_to_half(src, dst, n);
   } else {

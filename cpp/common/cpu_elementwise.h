@@ -27,11 +27,8 @@ constexpr int64_t kBlock = 256;
 
 template <typename A, typename T>
 inline void load_block(A* __restrict__ dst, const T* __restrict__ src, int64_t stride, int64_t m) {
-  if constexpr (std::is_same_v<T, c10::Half>) {
-    if (stride == 1) return half_to_float(src, dst, m);
-  }
   if (stride == 1) {
-    for (int64_t i = 0; i < m; ++i) dst[i] = A(src[i]);
+    to_opmath(src, dst, m);
   } else if (stride == 0) {  // broadcast
     std::fill(dst, dst + m, A(src[0]));
   } else {
@@ -41,11 +38,8 @@ inline void load_block(A* __restrict__ dst, const T* __restrict__ src, int64_t s
 
 template <typename T, typename A>
 inline void store_block(T* __restrict__ dst, const A* __restrict__ src, int64_t stride, int64_t m) {
-  if constexpr (std::is_same_v<T, c10::Half>) {
-    if (stride == 1) return float_to_half(src, dst, m);
-  }
   if (stride == 1) {
-    for (int64_t i = 0; i < m; ++i) dst[i] = T(src[i]);
+    from_opmath(src, dst, m);
   } else {
     for (int64_t i = 0; i < m; ++i) dst[i * stride] = T(src[i]);
   }
