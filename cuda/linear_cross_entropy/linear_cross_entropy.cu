@@ -31,15 +31,22 @@ struct MergeRowParts {
   }
 };
 
-template <typename T>
+// A token's row, kG logits (and bias values, and gradients) at a time: kG = 4
+// moves 16 bytes of float32 logits a load, so that a thread has 4x the bytes
+// in flight (a row of 128256 logits a block is otherwise bound by the loads'
+// latency); kG = 1 for float64, and where the vocab or the rows' alignment
+// does not allow groups of 4.
+template <typename T, int kG>
 __global__ void __launch_bounds__(kThreads) rows_kernel(LceRows r) {
   using A = opmath_t<T>;
+  using Group = Vec<A, kG>;
   const int64_t row = blockIdx.x;
   const LceMath& m = r.math;
   const int64_t t = r.target[row];
   const A* z = static_cast<const A*>(r.logits) + row * r.ld;
   const A* bias = static_cast<const A*>(r.bias);
   T* dl = r.dlogits != nullptr ? static_cast<T*>(r.dlogits) + row * r.ld : nullptr;
+  const int64_t groups = m.vocab / kG;
   if (!lce_counts(t, m)) {  // the whole block takes this branch
     if (threadIdx.x == 0) static_cast<A*>(r.loss)[row] = A(0);
     if (dl != nullptr) {
@@ -48,13 +55,28 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(LceRows r) {
     return;
   }
   const A cap = A(m.softcap);
-  const auto value = [&](int64_t j) { return lce_capped(z[j] + (bias != nullptr ? bias[j] : A(0)), cap); };
+  // The capped values of group g's logits plus bias.
+  const auto values = [&](int64_t g) {
+    Group v = *reinterpret_cast<const Group*>(z + g * kG);
+    if (bias != nullptr) {
+      const Group b = *reinterpret_cast<const Group*>(bias + g * kG);
+#pragma unroll
+      for (int i = 0; i < kG; ++i) v.v[i] += b.v[i];
+    }
+#pragma unroll
+    for (int i = 0; i < kG; ++i) v.v[i] = lce_capped(v.v[i], cap);
+    return v;
+  };
   RowPart<A> part{{}, A(0), A(0)};
-  for (int64_t j = threadIdx.x; j < m.vocab; j += kThreads) {
-    const A v = value(j);
+  const auto add = [&](A v, int64_t j) {
     part.lse.add(v);
     part.sum += v;
     if (j == t) part.target = v;
+  };
+  for (int64_t g = threadIdx.x; g < groups; g += kThreads) {
+    const Group v = values(g);
+#pragma unroll
+    for (int i = 0; i < kG; ++i) add(v.v[i], g * kG + i);
   }
   using Reduce = cub::BlockReduce<RowPart<A>, kThreads>;
   __shared__ typename Reduce::TempStorage temp;
@@ -71,8 +93,15 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(LceRows r) {
   const A lse = shared_lse;
   A w = r.grad != nullptr ? static_cast<const A*>(r.grad)[row * r.grad_stride] : A(1);
   if (r.scale != nullptr) w *= *static_cast<const A*>(r.scale);
-  for (int64_t j = threadIdx.x; j < m.vocab; j += kThreads) {
-    dl[j] = from_opmath<T>(in_range ? lce_grad(value(j), lse, j == t, w, m) : A(NAN));
+  const auto grad = [&](A v, int64_t j) {
+    return from_opmath<T>(in_range ? lce_grad(v, lse, j == t, w, m) : A(NAN));
+  };
+  for (int64_t g = threadIdx.x; g < groups; g += kThreads) {
+    const Group v = values(g);
+    Vec<T, kG> out;
+#pragma unroll
+    for (int i = 0; i < kG; ++i) out.v[i] = grad(v.v[i], g * kG + i);
+    *reinterpret_cast<Vec<T, kG>*>(dl + g * kG) = out;
   }
 }
 
@@ -136,7 +165,19 @@ cudaError_t dispatch_opmath(DType dtype, Body&& body) {
 cudaError_t launch_lce_rows(const LceRows& r, cudaStream_t stream) {
   if (r.rows == 0) return cudaSuccess;
   return dispatch_dtype(r.dtype, [&]<typename T>() {
-    rows_kernel<T><<<static_cast<unsigned>(r.rows), kThreads, 0, stream>>>(r);
+    constexpr int kG = std::is_same_v<opmath_t<T>, float> ? 4 : 1;
+    // Whole groups, every row's start aligned to one (of logits, bias values and gradients): the vocab and
+    // the rows' stride multiples of kG.
+    const auto aligned = [](const void* p, size_t bytes) {
+      return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0;
+    };
+    const bool grouped = r.math.vocab % kG == 0 && r.ld % kG == 0 && aligned(r.logits, kG * sizeof(float)) &&
+                         aligned(r.bias, kG * sizeof(float)) && aligned(r.dlogits, kG * sizeof(T));
+    if (grouped) {
+      rows_kernel<T, kG><<<static_cast<unsigned>(r.rows), kThreads, 0, stream>>>(r);
+    } else {
+      rows_kernel<T, 1><<<static_cast<unsigned>(r.rows), kThreads, 0, stream>>>(r);
+    }
     return cudaGetLastError();
   });
 }
