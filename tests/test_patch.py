@@ -256,6 +256,62 @@ def test_compile_of_the_patched_model():
     assert_same_grads(ours, ref, torch.float32)
 
 
+@pytest.fixture
+def sdpa_masks(monkeypatch) -> list:
+    """The attention masks transformers' SDPA attention is called with (at
+    trace time under torch.compile)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    sdpa, masks = ALL_ATTENTION_FUNCTIONS["sdpa"], []
+
+    def recording(module, query, key, value, attention_mask, **kwargs):
+        masks.append(attention_mask)
+        return sdpa(module, query, key, value, attention_mask, **kwargs)
+
+    monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS._global_mapping, "sdpa", recording)
+    return masks
+
+
+@needs_transformers
+def test_compiled_causal_attention_needs_no_mask(sdpa_masks):
+    """With no padding mask, positions or cache, transformers' eager forward
+    gives SDPA no mask but is_causal; compiled (use_cache=False: it cannot read
+    the positions for packed sequences) it builds a [B, 1, S, S] mask. The
+    patched model's attentions get none either way."""
+    ref = causal_lm("llama")
+    ours, _ = patched_copy(ref)
+    ids = torch.randint(1, VOCAB, (2, 11))
+    loss = torch.compile(ours, fullgraph=True, backend="aot_eager")(input_ids=ids, labels=ids, use_cache=False).loss
+    assert len(sdpa_masks) == 2 and all(mask is None for mask in sdpa_masks)
+    expected = reference_loss(ref, ids, torch.ones_like(ids), ids)
+    torch.testing.assert_close(loss.double(), expected, **TOLERANCE[torch.float32])
+    loss.backward()
+    expected.backward()
+    assert_same_grads(ours, ref, torch.float32)
+
+
+@needs_transformers
+@pytest.mark.parametrize("case", ["packed positions", "sliding window"])
+def test_masks_beyond_causal_are_kept(case, sdpa_masks):
+    """Packed sequences (positions restarting) and a sliding window shorter
+    than the sequence mask more than causality: the patched attentions get
+    transformers' mask, and the loss and gradients are the unpatched model's."""
+    ref = causal_lm("mistral", torch.float64)
+    ref.config.sliding_window = 4 if case == "sliding window" else None
+    ours, _ = patched_copy(ref)
+    float64_norms(ref)
+    ids = torch.randint(1, VOCAB, (2, 11))
+    positions = torch.cat([torch.arange(6), torch.arange(5)])[None] if case == "packed positions" else None
+    loss = ours(input_ids=ids, position_ids=positions, labels=ids, use_cache=False).loss
+    logits = ref(input_ids=ids, position_ids=positions, use_cache=False).logits
+    assert len(sdpa_masks) == 4 and all(mask is not None and mask.shape[-2:] == (11, 11) for mask in sdpa_masks)
+    expected = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
+    torch.testing.assert_close(loss, expected, **TOLERANCE[torch.float64])
+    loss.backward()
+    expected.backward()
+    assert_same_grads(ours, ref, torch.float64)
+
+
 @needs_transformers
 @pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
                     reason="torch.distributed with gloo is not available")

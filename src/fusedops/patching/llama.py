@@ -35,8 +35,8 @@ def patch(model: torch.nn.Module, enabled: dict[str, bool], counts: dict[str, in
         elif cls.__name__.endswith("MLP") and enabled["swiglu"] and isinstance(module.act_fn, (SiLUActivation,
                                                                                                torch.nn.SiLU)):
             counts["MLP"] += set_forward(module, swiglu_mlp_forward)
-        elif cls.__name__.endswith("Attention") and enabled["rotary"] and rotary_forward(cls) is not None:
-            counts["rotary"] += set_forward(module, rotary_forward(cls))
+        elif cls.__name__.endswith("Attention") and enabled["rotary"] and attention_forward(cls) is not None:
+            counts["rotary"] += set_forward(module, attention_forward(cls))
         elif cls.__name__.endswith("ForCausalLM") and enabled["loss"]:
             counts["loss"] += set_forward(module, causal_lm_forward)
 
@@ -57,13 +57,32 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
 
 
 @functools.cache
+def attention_forward(cls: type) -> types.FunctionType | None:
+    """The attention class's own forward with fusedops.rotary, and SDPA's
+    `is_causal` where the mask is the plain causal one (plain_causal). None
+    where that forward does not call `apply_rotary_pos_emb` by that name (a
+    decorated or reworked forward)."""
+    rotary = rotary_forward(cls)
+    if rotary is None:
+        return None
+
+    def forward(attn: torch.nn.Module, *args, fusedops_plain_causal: bool = False, **kwargs):
+        if fusedops_plain_causal and "attention_mask" in kwargs and "hidden_states" in kwargs:
+            # A sliding window shorter than the sequence masks more than causality.
+            window = getattr(attn, "sliding_window", getattr(attn.config, "sliding_window", None))
+            if window is None or kwargs["hidden_states"].shape[1] < window:
+                kwargs["attention_mask"] = None
+        return rotary(attn, *args, **kwargs)
+
+    return forward
+
+
 def rotary_forward(cls: type) -> types.FunctionType | None:
     """The attention class's own forward, run with `apply_rotary_pos_emb` looked
     up in a copy of its module's namespace where it is fusedops.rotary: the
     module global itself stays, so other models are untouched, and the rest of
     the forward (projections, Qwen3's q/k norms, the KV cache, sliding windows)
-    is transformers' code as installed. None where that forward does not call
-    the function by that name (a decorated or reworked forward)."""
+    is transformers' code as installed."""
     forward = cls.forward
     code = forward.__code__
     if hasattr(forward, "__wrapped__") or "apply_rotary_pos_emb" not in code.co_names:
@@ -72,6 +91,17 @@ def rotary_forward(cls: type) -> types.FunctionType | None:
     ours = types.FunctionType(code, namespace, forward.__name__, forward.__defaults__, forward.__closure__)
     ours.__kwdefaults__ = forward.__kwdefaults__
     return ours
+
+
+def plain_causal(lm: torch.nn.Module, attention_mask, position_ids, past_key_values) -> bool:
+    """Whether transformers' mask for this forward is the plain causal one: no
+    padding mask, positions 0..S-1 (no packed sequences), no cache, SDPA.
+    Eager transformers then passes SDPA no mask but `is_causal`; traced by
+    torch.compile it cannot tell (before torch 2.14 never; without a cache it
+    cannot read the positions) and passes a [B, 1, S, S] mask, for which SDPA
+    runs a kernel up to 3x slower than its causal one (H200, 2048 tokens)."""
+    return (attention_mask is None and position_ids is None and past_key_values is None
+            and lm.config._attn_implementation == "sdpa")
 
 
 @can_return_tuple
@@ -86,6 +116,8 @@ def causal_lm_forward(lm: torch.nn.Module, input_ids=None, attention_mask=None, 
         return type(lm).forward(lm, input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                                 past_key_values=past_key_values, inputs_embeds=inputs_embeds, labels=labels,
                                 use_cache=use_cache, logits_to_keep=logits_to_keep, **kwargs)
+    if plain_causal(lm, attention_mask, position_ids, past_key_values):
+        kwargs["fusedops_plain_causal"] = True  # to the attentions (attention_forward), through transformers' layers
     outputs = getattr(lm, lm.base_model_prefix)(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
         past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache, **kwargs)
