@@ -52,13 +52,19 @@ void run_chunks(Device& dev, const LceProblem& p, ChunkOutputs& out) {
     if (out.grad_bias) torch::stable::zero_(*out.grad_bias);
     return;
   }
-  const int64_t V = p.math.vocab, chunk = std::min(lce_chunk_rows(p), p.rows);
+  // The gradient at the logits is in the GEMMs' operand dtype. Where that is opmath it replaces the logits;
+  // where it is narrower it has a buffer of a chunk's rows, and the logits one of a quarter of them
+  // (lce_chunk_rows): each GEMM of the gradients then sums over 4x the tokens the logits buffer holds, and
+  // the weight's [V, H] accumulator is read and written 4x less often.
+  const bool own_dl = grads && dev.operand_dtype() != p.opmath;
+  const int64_t V = p.math.vocab, chunk = std::min(lce_chunk_rows(p, own_dl), p.rows);
+  const int64_t logit_rows = own_dl ? (chunk + kLogitsShare - 1) / kLogitsShare : chunk;
   const Tensor weight = dev.weight();
   Tensor bias;  // in opmath: the row math adds it
   if (has_bias(p.bias)) bias = as_type(*p.bias, p.opmath);
-  const Tensor logits = empty(p.x, {chunk, V}, p.opmath);
-  Tensor dl;  // the gradient at the logits: in place of them where the dtypes agree
-  if (grads) dl = dev.operand_dtype() == p.opmath ? logits : empty(p.x, {chunk, V}, dev.operand_dtype());
+  const Tensor logits = empty(p.x, {logit_rows, V}, p.opmath);
+  Tensor dl;
+  if (grads) dl = own_dl ? empty(p.x, {chunk, V}, dev.operand_dtype()) : logits;
   const bool per_token = out.factor && out.factor->dim() > 0;
   LceRows r{.dtype = to_dtype(dev.operand_dtype()),
             .bias = has_bias(p.bias) ? bias.const_data_ptr() : nullptr,
@@ -68,19 +74,22 @@ void run_chunks(Device& dev, const LceProblem& p, ChunkOutputs& out) {
             .math = p.math};
   for (int64_t begin = 0; begin < p.rows; begin += chunk) {
     const int64_t n = std::min(chunk, p.rows - begin);
-    const Tensor lc = rows_of(logits, 0, n), xc = dev.x_rows(begin, n);
-    dev.mm(lc, xc, transpose2d(weight), false);
-    const Tensor dlc = grads ? rows_of(dl, 0, n) : Tensor();
-    r.logits = lc.const_data_ptr();
-    r.target = static_cast<const int64_t*>(rows_of(p.target, begin, n).const_data_ptr());
-    r.loss = rows_of(out.loss, begin, n).mutable_data_ptr();
-    r.dlogits = grads ? dlc.mutable_data_ptr() : nullptr;
-    r.grad = !out.factor ? nullptr
-             : per_token ? rows_of(*out.factor, begin, n).const_data_ptr()
-                         : out.factor->const_data_ptr();
-    r.rows = n;
-    dev.rows(r);
+    for (int64_t part = 0; part < n; part += logit_rows) {  // the chunk's logits, logit_rows at a time
+      const int64_t m = std::min(logit_rows, n - part), first = begin + part;
+      const Tensor lc = rows_of(logits, 0, m);
+      dev.mm(lc, dev.x_rows(first, m), transpose2d(weight), false);
+      r.logits = lc.const_data_ptr();
+      r.target = static_cast<const int64_t*>(rows_of(p.target, first, m).const_data_ptr());
+      r.loss = rows_of(out.loss, first, m).mutable_data_ptr();
+      r.dlogits = grads ? rows_of(dl, part, m).mutable_data_ptr() : nullptr;
+      r.grad = !out.factor ? nullptr
+               : per_token ? rows_of(*out.factor, first, m).const_data_ptr()
+                           : out.factor->const_data_ptr();
+      r.rows = m;
+      dev.rows(r);
+    }
     if (!grads) continue;
+    const Tensor dlc = rows_of(dl, 0, n), xc = dev.x_rows(begin, n);
     if (out.grad_x) dev.mm(rows_of(*out.grad_x, begin, n), dlc, weight, false);
     if (out.grad_weight) dev.mm(*out.grad_weight, transpose2d(dlc), xc, begin > 0);
     if (out.grad_bias) dev.column_sums(*out.grad_bias, dlc, begin > 0);

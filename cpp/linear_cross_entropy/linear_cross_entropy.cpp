@@ -106,13 +106,14 @@ void lce_check_grad(const Tensor& grad, const LceProblem& p) {
 
 namespace {
 
-// A chunk's logits in opmath near this size: with V = 128256, 1024 tokens.
+// A chunk's buffer near this size: with V = 128256, 1024 tokens of float32 logits, or 2048 of a bfloat16
+// gradient (with 512 of float32 logits beside it: 788 MB in all either way).
 constexpr int64_t kChunkBytes = int64_t(512) << 20;
 constexpr int64_t kMinChunkRows = 128;
 
 }  // namespace
 
-int64_t lce_chunk_rows(const LceProblem& p) {
+int64_t lce_chunk_rows(const LceProblem& p, bool own_dl) {
   if (const char* v = std::getenv("FUSEDOPS_LCE_CHUNK_ROWS")) {
     char* end = nullptr;
     const long long rows = std::strtoll(v, &end, 10);
@@ -122,7 +123,7 @@ int64_t lce_chunk_rows(const LceProblem& p) {
         "\"");
     return rows;
   }
-  const int64_t bytes = p.opmath == ScalarType::Double ? 8 : 4;
+  const int64_t bytes = own_dl ? 2 : p.opmath == ScalarType::Double ? 8 : 4;  // own_dl: a half-type gradient
   const int64_t rows = kChunkBytes / (bytes * p.math.vocab) / kMinChunkRows * kMinChunkRows;
   return std::max(rows, kMinChunkRows);
 }

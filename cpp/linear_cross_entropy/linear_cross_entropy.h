@@ -5,8 +5,10 @@
 // (chunks.h), each chunk's logits in opmath (float32; float64 for float64
 // inputs, see cuda/linear_cross_entropy/lce_math.h), so the extra memory is
 // one chunk of logits and, with gradients, the opmath weight-gradient
-// accumulator [V, H]. The checks and the op bodies are shared by the CPU
-// (linear_cross_entropy.cpp) and CUDA (linear_cross_entropy_cuda.cpp) devices.
+// accumulator [V, H] (and in the half types on CUDA a chunk's gradient at the
+// logits, the logits then a quarter of the chunk). The checks and the op
+// bodies are shared by the CPU (linear_cross_entropy.cpp) and CUDA
+// (linear_cross_entropy_cuda.cpp) devices.
 //
 // Ops (schemas in linear_cross_entropy.cpp; the loss is opmath: 0-dim for
 // "mean" and "sum", target's shape for "none"):
@@ -73,8 +75,11 @@ LceProblem lce_problem(const Tensor& x, const Tensor& weight, const Tensor& targ
 void lce_check_grad(const Tensor& grad, const LceProblem& p);
 
 // Tokens a chunk: FUSEDOPS_LCE_CHUNK_ROWS, else as many as keep a chunk's
-// logits near kChunkBytes (at least kMinChunkRows, at most all).
-int64_t lce_chunk_rows(const LceProblem& p);
+// buffers near kChunkBytes (at least kMinChunkRows): its opmath logits or,
+// with `own_dl` (the gradient at the logits narrower than opmath, in a buffer
+// of its own), that gradient, the logits then a chunk's rows / kLogitsShare.
+int64_t lce_chunk_rows(const LceProblem& p, bool own_dl);
+inline constexpr int64_t kLogitsShare = 4;
 
 using LceForward = std::tuple<Tensor, Tensor, Tensor, Tensor>;
 

@@ -73,10 +73,16 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(LceRows r) {
     part.sum += v;
     if (j == t) part.target = v;
   };
-  for (int64_t g = threadIdx.x; g < groups; g += kThreads) {
-    const Group v = values(g);
+  // Two groups a thread at a time: both loads in flight before either's math.
+  for (int64_t g = threadIdx.x; g < groups; g += 2 * kThreads) {
+    const int64_t h = g + kThreads;
+    const Group v = values(g), u = h < groups ? values(h) : v;
 #pragma unroll
     for (int i = 0; i < kG; ++i) add(v.v[i], g * kG + i);
+    if (h < groups) {
+#pragma unroll
+      for (int i = 0; i < kG; ++i) add(u.v[i], h * kG + i);
+    }
   }
   using Reduce = cub::BlockReduce<RowPart<A>, kThreads>;
   __shared__ typename Reduce::TempStorage temp;
@@ -96,12 +102,17 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(LceRows r) {
   const auto grad = [&](A v, int64_t j) {
     return from_opmath<T>(in_range ? lce_grad(v, lse, j == t, w, m) : A(NAN));
   };
-  for (int64_t g = threadIdx.x; g < groups; g += kThreads) {
-    const Group v = values(g);
+  const auto store = [&](const Group& v, int64_t g) {
     Vec<T, kG> out;
 #pragma unroll
     for (int i = 0; i < kG; ++i) out.v[i] = grad(v.v[i], g * kG + i);
     *reinterpret_cast<Vec<T, kG>*>(dl + g * kG) = out;
+  };
+  for (int64_t g = threadIdx.x; g < groups; g += 2 * kThreads) {
+    const int64_t h = g + kThreads;
+    const Group v = values(g), u = h < groups ? values(h) : v;
+    store(v, g);
+    if (h < groups) store(u, h);
   }
 }
 
