@@ -55,9 +55,10 @@ def test_every_chunk_size_gives_the_float64_reference(device, dtype, reduction, 
     leaves = [v.detach().double().requires_grad_() for v in (x, w, b)]
     ref = reference(*leaves[:2], t, leaves[2], reduction=reduction, **OPTIONS)
     expected = (ref, *torch.autograd.grad(ref, leaves, torch.ones_like(ref)))
-    # bfloat16: the gradient at the logits is rounded to it for the GEMMs, and the gradients once more.
-    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-3)
     for g, e in zip(got, expected, strict=True):
+        # bfloat16: the gradient at the logits is rounded to it for the GEMMs, and the gradients once more
+        # (a sum's error up to 1e-3 of its largest element, seen on an H100).
+        tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=4e-3 * e.abs().max().item())
         torch.testing.assert_close(g.double(), e, **tol)
 
 
