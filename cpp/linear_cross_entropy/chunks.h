@@ -74,10 +74,11 @@ void run_chunks(Device& dev, const LceProblem& p, ChunkOutputs& out) {
             .math = p.math};
   for (int64_t begin = 0; begin < p.rows; begin += chunk) {
     const int64_t n = std::min(chunk, p.rows - begin);
+    const Tensor xc = dev.x_rows(begin, n);
     for (int64_t part = 0; part < n; part += logit_rows) {  // the chunk's logits, logit_rows at a time
       const int64_t m = std::min(logit_rows, n - part), first = begin + part;
       const Tensor lc = rows_of(logits, 0, m);
-      dev.mm(lc, dev.x_rows(first, m), transpose2d(weight), false);
+      dev.mm(lc, rows_of(xc, part, m), transpose2d(weight), false);
       r.logits = lc.const_data_ptr();
       r.target = static_cast<const int64_t*>(rows_of(p.target, first, m).const_data_ptr());
       r.loss = rows_of(out.loss, first, m).mutable_data_ptr();
@@ -89,7 +90,7 @@ void run_chunks(Device& dev, const LceProblem& p, ChunkOutputs& out) {
       dev.rows(r);
     }
     if (!grads) continue;
-    const Tensor dlc = rows_of(dl, 0, n), xc = dev.x_rows(begin, n);
+    const Tensor dlc = rows_of(dl, 0, n);
     if (out.grad_x) dev.mm(rows_of(*out.grad_x, begin, n), dlc, weight, false);
     if (out.grad_weight) dev.mm(*out.grad_weight, transpose2d(dlc), xc, begin > 0);
     if (out.grad_bias) dev.column_sums(*out.grad_bias, dlc, begin > 0);
