@@ -58,6 +58,11 @@ HIDDEN = [1, 7, 64, 129, 768, 8192, 8200]
 def test_row_paths(device, dtype, hidden, offset):
     rows = 3 if hidden > 1000 else 37
     x = torch.randn(rows * hidden + offset, dtype=dtype, device=device)[offset:].view(rows, hidden)
+    if hidden == 1:
+        # A one-element row's rms_norm gradient, g * w * eps / (x^2 + eps)^1.5, is computed (as torch's float32
+        # computes it) as rstd * g * w * (1 - x^2 * rstd^2): for |x| between sqrt(eps) and ~0.1 that cancels to
+        # an error of a float32 ulp times rstd (up to 1000), past the tolerance. |x| >= 0.25 keeps rstd <= 4.
+        x.add_(0.25 * x.sign())
     r = torch.randn_like(x)
     w = torch.randn(hidden, dtype=dtype, device=device)
     b = torch.randn(hidden, dtype=dtype, device=device)
