@@ -359,6 +359,46 @@ def test_layer_norm_module():
         fusedops.nn.LayerNorm((4, 40))
 
 
+@pytest.mark.parametrize("module", ["LayerNorm", "RMSNorm"])
+def test_autocast_output(device, module):
+    """autocast_output=True: under autocast a float32 x's output comes in
+    autocast's dtype, the module's float32 output rounded once (what autocast's
+    matmuls would cast it to), and its gradients as for that float32 output;
+    without autocast, without the option or for another x dtype, as before.
+    The state dict does not change."""
+    plain = getattr(fusedops.nn, module)(48)
+    with torch.no_grad():
+        plain.weight.normal_()
+    ours = getattr(fusedops.nn, module)(48, autocast_output=True)
+    ours.load_state_dict(plain.state_dict())
+    plain, ours = plain.to(device), ours.to(device)
+    assert ours.state_dict().keys() == plain.state_dict().keys()
+    assert "autocast_output=True" in repr(ours)
+    x = torch.randn(3, 5, 48, device=device, requires_grad=True)
+    for dtype in (torch.bfloat16, torch.float16):
+        with torch.autocast(device, dtype=dtype):
+            out, expected = ours(x), plain(x)
+            assert (out.dtype, expected.dtype) == (dtype, torch.float32)
+            assert torch.equal(out, expected.to(dtype))
+            assert ours(x.detach().to(dtype)).dtype == plain(x.detach().to(dtype)).dtype == torch.float32
+        g = torch.randn_like(out)
+        have = torch.autograd.grad(out, (x, ours.weight), g)
+        want = torch.autograd.grad(expected, (x, plain.weight), g.float())
+        for a, b in zip(have, want, strict=True):
+            assert a.dtype == torch.float32
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert ours(x).dtype == torch.float32
+
+
+def test_autocast_output_from_modules():
+    theirs = torch.nn.LayerNorm(16)
+    assert fusedops.nn.LayerNorm.from_layer_norm(theirs, autocast_output=True).autocast_output
+    assert not fusedops.nn.LayerNorm.from_layer_norm(theirs).autocast_output
+    rms = fusedops.nn.RMSNorm.from_rms_norm(torch.nn.RMSNorm(16), autocast_output=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert rms(torch.randn(2, 16)).dtype == torch.bfloat16
+
+
 # ---- more than 2^31 elements ---------------------------------------------------------------------
 
 
