@@ -8,10 +8,10 @@ residual add before norm2 and norm2 itself one fusedops.add_layer_norm (that
 block's forward, an instance attribute). A Block's norm1 and norm2 feed only
 matmuls (its attention's qkv, its MLP's fc1): under autocast they write
 autocast's dtype themselves (autocast_output), which those matmuls would cast
-their float32 outputs to. Each Attention takes q, k and v from
-its qkv projection in an order whose gradient needs one copy instead of two
-(its forward, likewise). State dicts are unchanged: the new modules have the
-old ones' names and parameters.
+their float32 outputs to. Each Attention takes q, k and v from its qkv
+projection in an order whose gradient needs one copy instead of two (its
+forward, likewise). State dicts are unchanged: the new modules have the old
+ones' names and parameters.
 """
 
 from __future__ import annotations
