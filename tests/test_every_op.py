@@ -48,8 +48,8 @@ def test_forward_matches_float64_reference(sample, device, dtype, layout):
     outs = outputs(sample.call(*inputs))
     expected = outputs(sample.ref(*(t.double() for t in inputs)))
     assert len(outs) == len(expected)
-    for out, ref in zip(outs, expected, strict=True):
-        assert out.shape == ref.shape and out.dtype == sample.out_dtype(dtype) and out.device == inputs[0].device
+    for out, ref, out_dtype in zip(outs, expected, sample.out_dtypes(dtype, len(outs)), strict=True):
+        assert out.shape == ref.shape and out.dtype == out_dtype and out.device == inputs[0].device
         assert out.is_contiguous()
         torch.testing.assert_close(out.double(), ref, **sample.tolerance[dtype])
     if sample.same_bits_as_ref:

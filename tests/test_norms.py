@@ -128,7 +128,7 @@ def test_layer_norm_large_mean(device, x_dtype):
     tol = 2e-3 if x_dtype == torch.float32 else 2e-2
     check_against_float64(lambda x, w, b: (fusedops.layer_norm(x, w, b),), lambda x, w, b: (ln_ref(x, w, b),),
                           (x, w, b), tol)
-    _, mean, rstd = torch.ops.fusedops._layer_norm_forward(x, None, None, 1e-5)
+    _, mean, rstd = torch.ops.fusedops._layer_norm_forward(x, None, None, 1e-5, None)
     expected = x.double()
     torch.testing.assert_close(mean.double(), expected.mean(-1), rtol=1e-7, atol=0)
     torch.testing.assert_close(rstd.double(), torch.rsqrt(expected.var(-1, unbiased=False) + 1e-5), rtol=1e-4, atol=0)
@@ -149,6 +149,80 @@ def test_nan_and_inf_propagate(device, dtype):
         torch.testing.assert_close(ours.double()[finite], ref[finite], rtol=TOL[dtype], atol=TOL[dtype])
 
 
+# ---- a narrow out_dtype -----------------------------------------------------------------------
+
+NARROW = [torch.bfloat16, torch.float16]
+# Each op on (x, residual, weight, bias) with out_dtype, and its float64 reference (out first).
+NARROW_OPS = {
+    "rms_norm": (lambda x, r, w, b, **o: (fusedops.rms_norm(x, w, **o),), lambda x, r, w, b: (rms_ref(x, w),)),
+    "add_rms_norm": (lambda x, r, w, b, **o: fusedops.add_rms_norm(x, r, w, **o),
+                     lambda x, r, w, b: (rms_ref(x + r, w), x + r)),
+    "layer_norm": (lambda x, r, w, b, **o: (fusedops.layer_norm(x, w, b, **o),), lambda x, r, w, b: (ln_ref(x, w, b),)),
+    "add_layer_norm": (lambda x, r, w, b, **o: fusedops.add_layer_norm(x, r, w, b, **o),
+                       lambda x, r, w, b: (ln_ref(x + r, w, b), x + r)),
+}
+
+
+@pytest.mark.parametrize("op", NARROW_OPS)
+@pytest.mark.parametrize("out_dtype", NARROW, ids=str)
+@pytest.mark.parametrize("hidden", [7, 64, 257, 8200])  # scalar, vector, odd and streamed rows
+@pytest.mark.parametrize("params", ["weight and bias", "weight", "none"])
+@pytest.mark.parametrize("offset", [0, 1])  # a storage offset: misaligned rows
+def test_narrow_out_dtype(device, op, out_dtype, hidden, params, offset):
+    """A float32 x's out in float16/bfloat16: the default (float32) output
+    rounded once, those very bits, and float64's within out_dtype's rounding;
+    summed stays float32. The backward takes out's gradient in out_dtype: x's,
+    residual's and the parameters' gradients float32, as float64 autograd's
+    for the same gradient values."""
+    ours, ref = NARROW_OPS[op]
+    rows = 3 if hidden > 1000 else 37
+    x, r = (torch.randn(rows * hidden + offset, device=device)[offset:].view(rows, hidden) for _ in range(2))
+    r = r if op.startswith("add_") else None
+    w = torch.randn(hidden, device=device) if params != "none" else None
+    b = torch.randn(hidden, device=device) if params == "weight and bias" and "layer" in op else None
+    xs, rs, ws, bs = leaves(x, r, w, b)
+    outs = ours(xs, rs, ws, bs, out_dtype=out_dtype)
+    default = ours(x, r, w, b)
+    assert [o.dtype for o in outs] == [out_dtype, *[torch.float32] * (len(outs) - 1)]
+    assert torch.equal(outs[0], default[0].to(out_dtype))
+    expected = ref(*(None if t is None else t.double() for t in (x, r, w, b)))
+    eps = torch.finfo(out_dtype).eps  # one rounding of ours and of float64's may differ by an ulp
+    torch.testing.assert_close(outs[0].double(), expected[0].to(out_dtype).double(), rtol=eps, atol=eps)
+    grads_out = [torch.randn_like(o) for o in outs]
+    wanted = [t for t in (xs, rs, ws, bs) if t is not None]
+    have = torch.autograd.grad(outs, wanted, grads_out)
+    wide = leaves(x, r, w, b, dtype=torch.float64)
+    want = torch.autograd.grad(ref(*wide), [t for t in wide if t is not None], [g.double() for g in grads_out])
+    tol = TOL[torch.float32] * (4 if hidden > 1000 else 1)
+    for got, exact in zip(have, want, strict=True):
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.double(), exact, rtol=tol, atol=tol * max(1.0, exact.abs().max().item()))
+
+
+def test_narrow_out_dtype_backward_op(device):
+    """The backward op takes a float32 x's gradient in float16/bfloat16 (the
+    parameters' gradients float32), as it would that gradient in float32."""
+    x, w = torch.randn(9, 40, device=device), torch.randn(40, device=device)
+    g = torch.randn(9, 40, device=device, dtype=torch.bfloat16)
+    _, mean, rstd = torch.ops.fusedops._layer_norm_forward(x, w, w, 1e-5, torch.bfloat16)
+    narrow = torch.ops.fusedops._layer_norm_backward(g, x, w, mean, rstd, None, [True, True, True])
+    wide = torch.ops.fusedops._layer_norm_backward(g.float(), x, w, mean, rstd, None, [True, True, True])
+    for a, b in zip(narrow, wide, strict=True):
+        assert a.dtype == torch.float32
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    with pytest.raises(RuntimeError, match=r"fusedops.layer_norm: grad must have the output's dtype \(float32, or the "
+                                           r"float16 or bfloat16 out_dtype\), got float64"):
+        torch.ops.fusedops._layer_norm_backward(g.double(), x, w, mean, rstd, None, [True, True, True])
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "add_rms_norm", "layer_norm", "add_layer_norm"])
+def test_out_dtype_must_be_a_dtype(op):
+    x = torch.randn(3, 8)
+    args = (x, x) if op.startswith("add_") else (x,)
+    with pytest.raises(TypeError, match=f"fusedops.{op}: out_dtype must be a torch.dtype or None, got str"):
+        getattr(fusedops, op)(*args, out_dtype="bfloat16")
+
+
 # ---- the backward ----------------------------------------------------------------------------
 
 
@@ -157,7 +231,7 @@ def test_parameter_gradients_same_bits(device, hidden):
     x = torch.randn(300, hidden, device=device, dtype=torch.bfloat16)
     w = torch.randn(hidden, device=device, dtype=torch.bfloat16)
     g = torch.randn_like(x)
-    _, mean, rstd = torch.ops.fusedops._layer_norm_forward(x, w, w, 1e-5)
+    _, mean, rstd = torch.ops.fusedops._layer_norm_forward(x, w, w, 1e-5, None)
     first = torch.ops.fusedops._layer_norm_backward(g, x, w, mean, rstd, None, [True, True, True])
     for _ in range(3):
         again = torch.ops.fusedops._layer_norm_backward(g, x, w, mean, rstd, None, [True, True, True])
@@ -216,6 +290,14 @@ BAD = [
     (lambda x, w: fusedops.layer_norm(x.half(), w, w.half()),
      r"fusedops.layer_norm: bias must have the same dtype as weight \(float32\), got float16"),
     (lambda x, w: fusedops.add_layer_norm(x, x, w, w[None]), r"fusedops.add_layer_norm: bias must be 1-D"),
+    (lambda x, w: fusedops.layer_norm(x, w, out_dtype=torch.float64),
+     r"fusedops.layer_norm: out_dtype must be float32 \(the default\), float16 or bfloat16 for a float32 x, got float64"),
+    (lambda x, w: fusedops.add_rms_norm(x.bfloat16(), x.bfloat16(), w, out_dtype=torch.float16),
+     r"fusedops.add_rms_norm: out_dtype must be float32 \(the default\) for a bfloat16 x, got float16"),
+    (lambda x, w: fusedops.rms_norm(x.bfloat16(), None, out_dtype=torch.float16),
+     r"fusedops.rms_norm: out_dtype must be bfloat16 \(the default\) for a bfloat16 x, got float16"),
+    (lambda x, w: fusedops.add_layer_norm(x.double(), x.double(), out_dtype=torch.bfloat16),
+     r"fusedops.add_layer_norm: out_dtype must be float64 \(the default\) for a float64 x, got bfloat16"),
 ]
 
 
@@ -275,6 +357,46 @@ def test_layer_norm_module():
     assert fusedops.nn.LayerNorm(40, bias=False).bias is None
     with pytest.raises(ValueError, match="fusedops.nn.LayerNorm: normalizes over the last dimension only"):
         fusedops.nn.LayerNorm((4, 40))
+
+
+@pytest.mark.parametrize("module", ["LayerNorm", "RMSNorm"])
+def test_autocast_output(device, module):
+    """autocast_output=True: under autocast a float32 x's output comes in
+    autocast's dtype, the module's float32 output rounded once (what autocast's
+    matmuls would cast it to), and its gradients as for that float32 output;
+    without autocast, without the option or for another x dtype, as before.
+    The state dict does not change."""
+    plain = getattr(fusedops.nn, module)(48)
+    with torch.no_grad():
+        plain.weight.normal_()
+    ours = getattr(fusedops.nn, module)(48, autocast_output=True)
+    ours.load_state_dict(plain.state_dict())
+    plain, ours = plain.to(device), ours.to(device)
+    assert ours.state_dict().keys() == plain.state_dict().keys()
+    assert "autocast_output=True" in repr(ours)
+    x = torch.randn(3, 5, 48, device=device, requires_grad=True)
+    for dtype in (torch.bfloat16, torch.float16):
+        with torch.autocast(device, dtype=dtype):
+            out, expected = ours(x), plain(x)
+            assert (out.dtype, expected.dtype) == (dtype, torch.float32)
+            assert torch.equal(out, expected.to(dtype))
+            assert ours(x.detach().to(dtype)).dtype == plain(x.detach().to(dtype)).dtype == torch.float32
+        g = torch.randn_like(out)
+        have = torch.autograd.grad(out, (x, ours.weight), g)
+        want = torch.autograd.grad(expected, (x, plain.weight), g.float())
+        for a, b in zip(have, want, strict=True):
+            assert a.dtype == torch.float32
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert ours(x).dtype == torch.float32
+
+
+def test_autocast_output_from_modules():
+    theirs = torch.nn.LayerNorm(16)
+    assert fusedops.nn.LayerNorm.from_layer_norm(theirs, autocast_output=True).autocast_output
+    assert not fusedops.nn.LayerNorm.from_layer_norm(theirs).autocast_output
+    rms = fusedops.nn.RMSNorm.from_rms_norm(torch.nn.RMSNorm(16), autocast_output=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert rms(torch.randn(2, 16)).dtype == torch.bfloat16
 
 
 # ---- more than 2^31 elements ---------------------------------------------------------------------

@@ -360,13 +360,22 @@ def test_vit_loss_and_grads(dtype):
 @pytest.mark.parametrize("device", DEVICES)
 def test_vit_under_autocast(device):
     """bfloat16 autocast: the blocks' residual stream is float32, their branches
-    bfloat16; the fused add promotes as eager's add does."""
+    bfloat16; the fused add promotes as eager's add does. The blocks' norm1 and
+    norm2 hand qkv and fc1 bfloat16 (autocast_output), not float32 to be cast;
+    the final norm, which feeds the head, stays float32."""
     ref = vit().to(device)
     ours, _ = patched_copy(ref)
+    assert all(b.norm1.autocast_output and b.norm2.autocast_output for b in ours.blocks)
+    assert not ours.norm.autocast_output
+    inputs = []
+    for block in ours.blocks:
+        for linear in (block.attn.qkv, block.mlp.fc1):
+            linear.register_forward_hook(lambda module, args, out: inputs.append(args[0].dtype))
     images, classes = torch.randn(4, 3, 32, 32, device=device), torch.randint(0, 10, (4,), device=device)
     with torch.autocast(device, dtype=torch.bfloat16):
         loss = F.cross_entropy(ours(images), classes)
         expected = F.cross_entropy(ref(images), classes)
+    assert inputs == [torch.bfloat16] * 4
     torch.testing.assert_close(loss, expected, rtol=2e-2, atol=2e-2)
     loss.backward()
     expected.backward()

@@ -34,7 +34,7 @@ def _arguments(schema):
     look at them): (positional, keyword)."""
     values = {"Tensor": torch.randn(2), "Optional[Tensor]": None, "float": 1.0, "Optional[float]": None,
               "Optional[str]": None, "List[bool]": [True, True, True], "int": 0, "str": "mean",
-              "ScalarType": torch.float32, "bool": False}
+              "ScalarType": torch.float32, "Optional[int]": None, "bool": False}
     args = [values[str(arg.type)] for arg in schema.arguments if not arg.kwarg_only]
     kwargs = {arg.name: values[str(arg.type)] for arg in schema.arguments if arg.kwarg_only}
     return args, kwargs

@@ -13,18 +13,22 @@ namespace {
 using torch::autograd::SavedVariable;
 using Pair = std::tuple<Tensor, Tensor>;
 using Triple = std::tuple<Tensor, Tensor, Tensor>;
-using RmsSignature = Tensor(const Tensor&, const OptTensor&, double, double);
-using AddRmsSignature = Pair(const Tensor&, const Tensor&, const OptTensor&, double, double);
-using RmsForwardSignature = Pair(const Tensor&, const OptTensor&, double, double);
-using AddRmsForwardSignature = Triple(const Tensor&, const Tensor&, const OptTensor&, double, double);
+using OptDtype = std::optional<c10::ScalarType>;
+using RmsSignature = Tensor(const Tensor&, const OptTensor&, double, double, OptDtype);
+using AddRmsSignature = Pair(const Tensor&, const Tensor&, const OptTensor&, double, double, OptDtype);
+using RmsForwardSignature = Pair(const Tensor&, const OptTensor&, double, double, OptDtype);
+using AddRmsForwardSignature = Triple(const Tensor&, const Tensor&, const OptTensor&, double, double,
+                                      OptDtype);
 using RmsBackwardSignature = Pair(const Tensor&, const Tensor&, const OptTensor&, const Tensor&, double,
                                   const OptTensor&, std::array<bool, 2>);
-using LayerSignature = Tensor(const Tensor&, const OptTensor&, const OptTensor&, double);
-using AddLayerSignature = Pair(const Tensor&, const Tensor&, const OptTensor&, const OptTensor&, double);
-using LayerForwardSignature = Triple(const Tensor&, const OptTensor&, const OptTensor&, double);
+using LayerSignature = Tensor(const Tensor&, const OptTensor&, const OptTensor&, double, OptDtype);
+using AddLayerSignature = Pair(const Tensor&, const Tensor&, const OptTensor&, const OptTensor&, double,
+                               OptDtype);
+using LayerForwardSignature = Triple(const Tensor&, const OptTensor&, const OptTensor&, double, OptDtype);
 using AddLayerForwardSignature = std::tuple<Tensor, Tensor, Tensor, Tensor>(const Tensor&, const Tensor&,
                                                                             const OptTensor&,
-                                                                            const OptTensor&, double);
+                                                                            const OptTensor&, double,
+                                                                            OptDtype);
 using LayerBackwardSignature = Triple(const Tensor&, const Tensor&, const OptTensor&, const Tensor&,
                                       const Tensor&, const OptTensor&, std::array<bool, 3>);
 
@@ -117,16 +121,16 @@ auto make_norm_node(const Tensor& x, const OptTensor& residual, const OptTensor&
 }
 
 Tensor rms_norm_autograd(c10::DispatchKeySet keys, const Tensor& x, const OptTensor& weight, double eps,
-                         double offset) {
+                         double offset, OptDtype out_dtype) {
   static const auto op = fusedops_op<RmsSignature>("rms_norm");
   static const auto forward = fusedops_op<RmsForwardSignature>("_rms_norm_forward");
   refuse_forward_ad("rms_norm", x, weight);
   if (!torch::autograd::compute_requires_grad(x, weight)) {
     return below_autograd(
-        [&] { return op.redispatch(keys & c10::after_autograd_keyset, x, weight, eps, offset); });
+        [&] { return op.redispatch(keys & c10::after_autograd_keyset, x, weight, eps, offset, out_dtype); });
   }
   auto node = make_norm_node(x, std::nullopt, weight, std::nullopt, false, offset);
-  auto [out, rstd] = below_autograd([&] { return forward.call(x, weight, eps, offset); });
+  auto [out, rstd] = below_autograd([&] { return forward.call(x, weight, eps, offset, out_dtype); });
   node->x = SavedVariable(x, false);
   node->rstd = SavedVariable(rstd, false);
   torch::autograd::set_history(out, node);
@@ -134,16 +138,18 @@ Tensor rms_norm_autograd(c10::DispatchKeySet keys, const Tensor& x, const OptTen
 }
 
 Pair add_rms_norm_autograd(c10::DispatchKeySet keys, const Tensor& x, const Tensor& residual,
-                           const OptTensor& weight, double eps, double offset) {
+                           const OptTensor& weight, double eps, double offset, OptDtype out_dtype) {
   static const auto op = fusedops_op<AddRmsSignature>("add_rms_norm");
   static const auto forward = fusedops_op<AddRmsForwardSignature>("_add_rms_norm_forward");
   refuse_forward_ad("add_rms_norm", x, residual, weight);
   if (!torch::autograd::compute_requires_grad(x, residual, weight)) {
-    return below_autograd(
-        [&] { return op.redispatch(keys & c10::after_autograd_keyset, x, residual, weight, eps, offset); });
+    return below_autograd([&] {
+      return op.redispatch(keys & c10::after_autograd_keyset, x, residual, weight, eps, offset, out_dtype);
+    });
   }
   auto node = make_norm_node(x, residual, weight, std::nullopt, false, offset);
-  auto [out, summed, rstd] = below_autograd([&] { return forward.call(x, residual, weight, eps, offset); });
+  auto [out, summed, rstd] =
+      below_autograd([&] { return forward.call(x, residual, weight, eps, offset, out_dtype); });
   torch::autograd::set_history(out, node);
   if (torch::autograd::compute_requires_grad(x, residual)) torch::autograd::set_history(summed, node);
   node->x = SavedVariable(summed, true);
@@ -152,16 +158,16 @@ Pair add_rms_norm_autograd(c10::DispatchKeySet keys, const Tensor& x, const Tens
 }
 
 Tensor layer_norm_autograd(c10::DispatchKeySet keys, const Tensor& x, const OptTensor& weight,
-                           const OptTensor& bias, double eps) {
+                           const OptTensor& bias, double eps, OptDtype out_dtype) {
   static const auto op = fusedops_op<LayerSignature>("layer_norm");
   static const auto forward = fusedops_op<LayerForwardSignature>("_layer_norm_forward");
   refuse_forward_ad("layer_norm", x, weight, bias);
   if (!torch::autograd::compute_requires_grad(x, weight, bias)) {
     return below_autograd(
-        [&] { return op.redispatch(keys & c10::after_autograd_keyset, x, weight, bias, eps); });
+        [&] { return op.redispatch(keys & c10::after_autograd_keyset, x, weight, bias, eps, out_dtype); });
   }
   auto node = make_norm_node(x, std::nullopt, weight, bias, true, 0.0);
-  auto [out, mean, rstd] = below_autograd([&] { return forward.call(x, weight, bias, eps); });
+  auto [out, mean, rstd] = below_autograd([&] { return forward.call(x, weight, bias, eps, out_dtype); });
   node->x = SavedVariable(x, false);
   node->mean = SavedVariable(mean, false);
   node->rstd = SavedVariable(rstd, false);
@@ -170,17 +176,18 @@ Tensor layer_norm_autograd(c10::DispatchKeySet keys, const Tensor& x, const OptT
 }
 
 Pair add_layer_norm_autograd(c10::DispatchKeySet keys, const Tensor& x, const Tensor& residual,
-                             const OptTensor& weight, const OptTensor& bias, double eps) {
+                             const OptTensor& weight, const OptTensor& bias, double eps, OptDtype out_dtype) {
   static const auto op = fusedops_op<AddLayerSignature>("add_layer_norm");
   static const auto forward = fusedops_op<AddLayerForwardSignature>("_add_layer_norm_forward");
   refuse_forward_ad("add_layer_norm", x, residual, weight, bias);
   if (!torch::autograd::compute_requires_grad(x, residual, weight, bias)) {
-    return below_autograd(
-        [&] { return op.redispatch(keys & c10::after_autograd_keyset, x, residual, weight, bias, eps); });
+    return below_autograd([&] {
+      return op.redispatch(keys & c10::after_autograd_keyset, x, residual, weight, bias, eps, out_dtype);
+    });
   }
   auto node = make_norm_node(x, residual, weight, bias, true, 0.0);
   auto [out, summed, mean, rstd] =
-      below_autograd([&] { return forward.call(x, residual, weight, bias, eps); });
+      below_autograd([&] { return forward.call(x, residual, weight, bias, eps, out_dtype); });
   torch::autograd::set_history(out, node);
   if (torch::autograd::compute_requires_grad(x, residual)) torch::autograd::set_history(summed, node);
   node->x = SavedVariable(summed, true);
@@ -196,59 +203,65 @@ void register_add_layer_norm(Libraries& l) {
   l.autograd("add_layer_norm", TORCH_FN(add_layer_norm_autograd));
 }
 
-// rms_norm(x, weight, eps, offset)'s C entry.
+// Whether the public function's last argument, out_dtype, is None: the entries
+// take only that (a dtype goes to the fallback, which parses it).
+bool no_out_dtype(PyObject* const* args, Py_ssize_t n, Py_ssize_t expected) {
+  return n == expected && args[n - 1] == python()->none;
+}
+
+// rms_norm(x, weight, eps, offset, out_dtype=None)'s C entry.
 PyObject* rms_norm_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
   OptTensor weight;
   double eps = 0.0, offset = 0.0;
-  if (n != 4 || !plain_tensors({args[0]}) || !optional_tensor(args[1], weight) || !number(args[2], eps) ||
-      !number(args[3], offset)) {
+  if (!no_out_dtype(args, n, 5) || !plain_tensors({args[0]}) || !optional_tensor(args[1], weight) ||
+      !number(args[2], eps) || !number(args[3], offset)) {
     return call_fallback(fallback, args, n);
   }
   return run_op([&, x = tensor_of(args[0])] {
     static const auto op = fusedops_op<RmsSignature>("rms_norm");
-    return op.call(x, weight, eps, offset);
+    return op.call(x, weight, eps, offset, std::nullopt);
   });
 }
 
-// layer_norm(x, weight, bias, eps)'s C entry.
+// layer_norm(x, weight, bias, eps, out_dtype=None)'s C entry.
 PyObject* layer_norm_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
   OptTensor weight, bias;
   double eps = 0.0;
-  if (n != 4 || !plain_tensors({args[0]}) || !optional_tensor(args[1], weight) ||
+  if (!no_out_dtype(args, n, 5) || !plain_tensors({args[0]}) || !optional_tensor(args[1], weight) ||
       !optional_tensor(args[2], bias) || !number(args[3], eps)) {
     return call_fallback(fallback, args, n);
   }
   return run_op([&, x = tensor_of(args[0])] {
     static const auto op = fusedops_op<LayerSignature>("layer_norm");
-    return op.call(x, weight, bias, eps);
+    return op.call(x, weight, bias, eps, std::nullopt);
   });
 }
 
-// add_rms_norm(x, residual, weight, eps, offset)'s C entry.
+// add_rms_norm(x, residual, weight, eps, offset, out_dtype=None)'s C entry.
 PyObject* add_rms_norm_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
   OptTensor weight;
   double eps = 0.0, offset = 0.0;
-  if (n != 5 || !plain_tensors({args[0], args[1]}) || !optional_tensor(args[2], weight) ||
+  if (!no_out_dtype(args, n, 6) || !plain_tensors({args[0], args[1]}) || !optional_tensor(args[2], weight) ||
       !number(args[3], eps) || !number(args[4], offset)) {
     return call_fallback(fallback, args, n);
   }
   return run_op([&, x = tensor_of(args[0]), residual = tensor_of(args[1])] {
     static const auto op = fusedops_op<AddRmsSignature>("add_rms_norm");
-    return op.call(x, residual, weight, eps, offset);
+    return op.call(x, residual, weight, eps, offset, std::nullopt);
   });
 }
 
-// add_layer_norm(x, residual, weight, bias, eps)'s C entry.
+// add_layer_norm(x, residual, weight, bias, eps, out_dtype=None)'s C entry.
 PyObject* add_layer_norm_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {
   OptTensor weight, bias;
   double eps = 0.0;
-  if (n != 5 || !plain_tensors({args[0], args[1]}) || !optional_tensor(args[2], weight) ||
+  if (!no_out_dtype(args, n, 6) || !plain_tensors({args[0], args[1]}) || !optional_tensor(args[2], weight) ||
       !optional_tensor(args[3], bias) || !number(args[4], eps)) {
     return call_fallback(fallback, args, n);
   }
   return run_op([&, x = tensor_of(args[0]), residual = tensor_of(args[1])] {
     static const auto op = fusedops_op<AddLayerSignature>("add_layer_norm");
-    return op.call(x, residual, weight, bias, eps);
+    return op.call(x, residual, weight, bias, eps, std::nullopt);
   });
 }
 

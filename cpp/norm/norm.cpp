@@ -63,25 +63,42 @@ OptTensor contiguous_or_none(const OptTensor& t) {
 
 const void* data_or_null(const OptTensor& t) { return given(t) ? t->const_data_ptr() : nullptr; }
 
-// The output's dtype: x's, or float32 where a parameter is (x a half type).
-ScalarType out_dtype(const Tensor& x, const OptTensor& weight, const OptTensor& bias) {
+// The output's default dtype: x's, or float32 where a parameter is (x a half type).
+ScalarType default_out_dtype(const Tensor& x, const OptTensor& weight, const OptTensor& bias) {
   if (given(weight)) return weight->scalar_type() == ScalarType::Float ? ScalarType::Float : x.scalar_type();
   if (given(bias)) return bias->scalar_type() == ScalarType::Float ? ScalarType::Float : x.scalar_type();
   return x.scalar_type();
+}
+
+// The output's dtype: the default, or out_dtype where it is the default or
+// (a float32 x) float16 or bfloat16.
+ScalarType out_dtype_of(const NormCall& c) {
+  const ScalarType wide = default_out_dtype(c.x, c.weight, c.bias), xt = c.x.scalar_type();
+  if (!c.out_dtype) return wide;
+  const bool narrow_allowed = xt == ScalarType::Float;
+  FUSEDOPS_CHECK(*c.out_dtype == wide || (narrow_allowed && half_type(*c.out_dtype)), c.op,
+                 "out_dtype must be ", dtype_name(wide), " (the default)",
+                 narrow_allowed ? ", float16 or bfloat16" : "", " for a ", dtype_name(xt), " x, got ",
+                 dtype_name(*c.out_dtype));
+  return *c.out_dtype;
 }
 
 }  // namespace
 
 NormOutputs norm_forward(const NormCall& call, const NormBackend& backend) {
   check_forward(call);
+  const ScalarType out_type = out_dtype_of(call);
   const Tensor x = torch::stable::contiguous(call.x);
   const OptTensor residual = contiguous_or_none(call.residual);
   const OptTensor weight = contiguous_or_none(call.weight);
   const OptTensor bias = contiguous_or_none(call.bias);
-  const ScalarType out_type = out_dtype(x, weight, bias);
+  const ScalarType wide_type = default_out_dtype(x, weight, bias);
+  // Without kernels of its own for a narrow out_dtype (the CPU: none to compile),
+  // the backend writes the wide output, rounded once to out_type below: the same bits.
+  const bool convert = out_type != wide_type && !backend.narrow_output;
   const std::vector<int64_t> lead = leading_shape(x);
   NormOutputs o;
-  o.out = empty(x, x.sizes(), out_type);
+  o.out = empty(x, x.sizes(), convert ? wide_type : out_type);
   o.rstd = empty(x, lead, stats_dtype(x.scalar_type()));
   if (residual) o.summed = empty(x, x.sizes());
   if (call.center) o.mean = empty(x, lead, stats_dtype(x.scalar_type()));
@@ -99,10 +116,12 @@ NormOutputs norm_forward(const NormCall& call, const NormBackend& backend) {
       .eps = call.eps,
       .offset = call.offset,
       .dtype = to_dtype(x.scalar_type()),
-      .wide_params = out_type != x.scalar_type(),
+      .out_dtype = to_dtype(o.out.scalar_type()),
+      .wide_params = wide_type != x.scalar_type(),
       .center = call.center,
   };
   if (x.numel() > 0) backend.forward(args, x, call.op);
+  if (convert) o.out = torch::stable::to(o.out, out_type);
   return o;
 }
 
@@ -116,10 +135,13 @@ void check_backward(const NormBackwardCall& c) {
   check_device(c.op, "grad", c.grad, x);
   FUSEDOPS_CHECK(c.grad.sizes().equals(x.sizes()), c.op, "grad of shape ", ShapeText{c.grad.sizes()},
                  " must have x's shape ", ShapeText{x.sizes()});
-  const ScalarType expected = out_dtype(x, c.weight, std::nullopt);
+  const ScalarType expected = default_out_dtype(x, c.weight, std::nullopt);
   const ScalarType gt = c.grad.scalar_type(), xt = x.scalar_type();
-  FUSEDOPS_CHECK(gt == expected || (half_type(xt) && !given(c.weight) && gt == ScalarType::Float), c.op,
-                 "grad must have the output's dtype (", dtype_name(expected), "), got ", dtype_name(gt));
+  const bool narrow_allowed = xt == ScalarType::Float;  // a float32 x's narrow out_dtype
+  FUSEDOPS_CHECK(gt == expected || (half_type(xt) && !given(c.weight) && gt == ScalarType::Float) ||
+                     (narrow_allowed && half_type(gt)),
+                 c.op, "grad must have the output's dtype (", dtype_name(expected),
+                 narrow_allowed ? ", or the float16 or bfloat16 out_dtype" : "", "), got ", dtype_name(gt));
   if (given(c.weight)) check_param(c.op, "weight", *c.weight, x);
   const int64_t rows = leading_rows(x);
   const ScalarType st = stats_dtype(xt);
@@ -149,14 +171,18 @@ void check_backward(const NormBackwardCall& c) {
 std::vector<Tensor> norm_backward(const NormBackwardCall& call, const NormBackend& backend) {
   check_backward(call);
   const Tensor x = torch::stable::contiguous(call.saved_x);
-  const Tensor grad = torch::stable::contiguous(call.grad);
+  Tensor grad = torch::stable::contiguous(call.grad);
+  // The parameters' dtype: the wider of grad's and x's (float32 for a half-type x's float32 output; a float32
+  // x's output may be narrower).
+  const ScalarType param_type = grad.element_size() > x.element_size() ? grad.scalar_type() : x.scalar_type();
+  // A backend without narrow-output kernels reads a float32 x's narrow gradient converted to float32.
+  if (grad.element_size() < x.element_size() && !backend.narrow_output)
+    grad = torch::stable::to(grad, param_type);
   const OptTensor weight = contiguous_or_none(call.weight);
   const OptTensor grad_summed = contiguous_or_none(call.grad_summed);
   const Tensor rstd = torch::stable::contiguous(call.rstd);
   const OptTensor mean = contiguous_or_none(call.mean);
   const int64_t rows = leading_rows(x), cols = x.size(-1);
-  // The parameters' dtype: the output's (grad's) where it differs from x's.
-  const ScalarType param_type = grad.scalar_type();
   const bool want_x = call.mask[0], want_w = call.mask[1], want_b = call.center && call.mask[2];
   std::vector<Tensor> grads(call.mask.size());
   if (want_x) grads[0] = empty(x, x.sizes());
@@ -191,6 +217,7 @@ std::vector<Tensor> norm_backward(const NormBackwardCall& call, const NormBacken
       .blocks = blocks,
       .offset = call.offset,
       .dtype = to_dtype(x.scalar_type()),
+      .out_dtype = to_dtype(grad.scalar_type()),
       .wide_params = param_type != x.scalar_type(),
       .center = call.center,
   };

@@ -227,6 +227,7 @@ const NormBackend kNormCpu{
     .backward_blocks = [](int64_t rows, int64_t, const Tensor&,
                           const char*) { return std::min(rows, kCpuBlocks); },
     .backward = [](const NormBackwardArgs& args, const Tensor&, const char*) { norm_backward_cpu(args); },
+    .narrow_output = false,  // no instantiations for a narrow out_dtype (compile time): the glue converts
 };
 
 }  // namespace fusedops

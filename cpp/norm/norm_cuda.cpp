@@ -22,6 +22,7 @@ const NormBackend kNormCuda{
           const torch::stable::accelerator::DeviceGuard guard(like.get_device_index());
           cuda::check_cuda(op, cuda::launch_norm_backward(args, cuda::current_stream(like)));
         },
+    .narrow_output = true,
 };
 
 }  // namespace fusedops

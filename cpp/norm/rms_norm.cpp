@@ -9,45 +9,63 @@ namespace {
 constexpr char kRmsNorm[] = "rms_norm";
 constexpr char kAddRmsNorm[] = "add_rms_norm";
 
-template <const NormBackend& B>
-Tensor rms_norm(const Tensor& x, OptTensor weight, double eps, double offset) {
-  return norm_forward({.op = kRmsNorm, .x = x, .weight = weight, .eps = eps, .offset = offset}, B).out;
+NormCall add_rms_norm_call(const Tensor& x, const Tensor& residual, OptTensor weight, double eps,
+                           double offset, std::optional<ScalarType> out_dtype) {
+  return {.op = kAddRmsNorm,
+          .x = x,
+          .residual = residual,
+          .weight = weight,
+          .eps = eps,
+          .offset = offset,
+          .out_dtype = out_dtype};
 }
-FUSEDOPS_OP(kRmsNorm, "rms_norm(Tensor x, Tensor? weight=None, float eps=1e-06, float offset=0.0) -> Tensor",
+
+template <const NormBackend& B>
+Tensor rms_norm(const Tensor& x, OptTensor weight, double eps, double offset,
+                std::optional<ScalarType> out_dtype) {
+  return norm_forward(
+             {.op = kRmsNorm, .x = x, .weight = weight, .eps = eps, .offset = offset, .out_dtype = out_dtype},
+             B)
+      .out;
+}
+FUSEDOPS_OP(kRmsNorm,
+            "rms_norm(Tensor x, Tensor? weight=None, float eps=1e-06, float offset=0.0, "
+            "ScalarType? out_dtype=None) -> Tensor",
             rms_norm<kNormCpu>, rms_norm<kNormCuda>)
 
 template <const NormBackend& B>
-std::tuple<Tensor, Tensor> rms_norm_forward(const Tensor& x, OptTensor weight, double eps, double offset) {
-  const NormOutputs o =
-      norm_forward({.op = kRmsNorm, .x = x, .weight = weight, .eps = eps, .offset = offset}, B);
+std::tuple<Tensor, Tensor> rms_norm_forward(const Tensor& x, OptTensor weight, double eps, double offset,
+                                            std::optional<ScalarType> out_dtype) {
+  const NormOutputs o = norm_forward(
+      {.op = kRmsNorm, .x = x, .weight = weight, .eps = eps, .offset = offset, .out_dtype = out_dtype}, B);
   return {o.out, o.rstd};
 }
 FUSEDOPS_OP(kRmsNorm,
-            "_rms_norm_forward(Tensor x, Tensor? weight, float eps, float offset) -> (Tensor, Tensor)",
+            "_rms_norm_forward(Tensor x, Tensor? weight, float eps, float offset, ScalarType? out_dtype) "
+            "-> (Tensor, Tensor)",
             rms_norm_forward<kNormCpu>, rms_norm_forward<kNormCuda>)
 
 template <const NormBackend& B>
 std::tuple<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, OptTensor weight, double eps,
-                                        double offset) {
-  const NormOutputs o = norm_forward(
-      {.op = kAddRmsNorm, .x = x, .residual = residual, .weight = weight, .eps = eps, .offset = offset}, B);
+                                        double offset, std::optional<ScalarType> out_dtype) {
+  const NormOutputs o = norm_forward(add_rms_norm_call(x, residual, weight, eps, offset, out_dtype), B);
   return {o.out, o.summed};
 }
 FUSEDOPS_OP(kAddRmsNorm,
-            "add_rms_norm(Tensor x, Tensor residual, Tensor? weight=None, float eps=1e-06, float offset=0.0) "
-            "-> (Tensor, Tensor)",
+            "add_rms_norm(Tensor x, Tensor residual, Tensor? weight=None, float eps=1e-06, float offset=0.0, "
+            "ScalarType? out_dtype=None) -> (Tensor, Tensor)",
             add_rms_norm<kNormCpu>, add_rms_norm<kNormCuda>)
 
 template <const NormBackend& B>
 std::tuple<Tensor, Tensor, Tensor> add_rms_norm_forward(const Tensor& x, const Tensor& residual,
-                                                        OptTensor weight, double eps, double offset) {
-  const NormOutputs o = norm_forward(
-      {.op = kAddRmsNorm, .x = x, .residual = residual, .weight = weight, .eps = eps, .offset = offset}, B);
+                                                        OptTensor weight, double eps, double offset,
+                                                        std::optional<ScalarType> out_dtype) {
+  const NormOutputs o = norm_forward(add_rms_norm_call(x, residual, weight, eps, offset, out_dtype), B);
   return {o.out, o.summed, o.rstd};
 }
 FUSEDOPS_OP(kAddRmsNorm,
-            "_add_rms_norm_forward(Tensor x, Tensor residual, Tensor? weight, float eps, float offset) "
-            "-> (Tensor, Tensor, Tensor)",
+            "_add_rms_norm_forward(Tensor x, Tensor residual, Tensor? weight, float eps, float offset, "
+            "ScalarType? out_dtype) -> (Tensor, Tensor, Tensor)",
             add_rms_norm_forward<kNormCpu>, add_rms_norm_forward<kNormCuda>)
 
 // The backward of rms_norm and of add_rms_norm (x: summed), errors named kOp.

@@ -14,6 +14,7 @@
 // row's reductions: one block fits an SM, and they keep its loads in flight
 // while it synchronizes.
 #include <initializer_list>
+#include <type_traits>
 
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/with_flags.h"
@@ -61,11 +62,10 @@ __device__ __forceinline__ void store(T* __restrict__ p, int64_t i, const A (&v)
   *reinterpret_cast<Vec<T, kVec>*>(p + i) = x;
 }
 
-// The typed pointers of NormForwardArgs.
-template <typename T, typename W>
+// The typed pointers of NormForwardArgs (O: out_dtype's type).
+template <typename T, typename W, typename O>
 struct Forward {
   using A = opmath_t<T>;
-  using O = norm_out_t<T, W>;
   const T* x;
   const T* residual;
   const W* weight;
@@ -175,7 +175,7 @@ constexpr bool kStagedForward = kCenter && sizeof(T) == 2 && kVec * sizeof(T) ==
 // to shared memory during this row's reductions (no registers to spare for
 // it), so the SM's loads stay in flight while it synchronizes; each thread
 // reads back only what it copied: no barrier.
-template <typename T, typename W, bool kCenter, int kVec, int kIters, bool kStaged>
+template <typename T, typename W, typename O, bool kCenter, int kVec, int kIters, bool kStaged>
 __global__ void __launch_bounds__(kBlockThreads, kForwardBlocksPerSm)
     forward_held_kernel(NormForwardArgs args) {
   using A = opmath_t<T>;
@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kBlockThreads, kForwardBlocksPerSm)
 #endif
   __shared__ A smem[kMaxGroups * 33];
   __shared__ Vec<T, kVec> staged[kCopies ? kIters * kBlockThreads : 1];
-  const Forward<T, W> f(args);
+  const Forward<T, W, O> f(args);
   const int thread = threadIdx.y * blockDim.x + threadIdx.x;
   const int64_t step = int64_t(gridDim.x) * blockDim.y;
   const auto stage = [&](int64_t row) {
@@ -242,11 +242,11 @@ __global__ void __launch_bounds__(kBlockThreads, kForwardBlocksPerSm)
 
 // A row too long to hold: one row a block, x (or summed) read again for each
 // pass.
-template <typename T, typename W, bool kCenter, int kVec>
+template <typename T, typename W, typename O, bool kCenter, int kVec>
 __global__ void __launch_bounds__(kBlockThreads) forward_streamed_kernel(NormForwardArgs args) {
   using A = opmath_t<T>;
   __shared__ A smem[33];
-  const Forward<T, W> f(args);
+  const Forward<T, W, O> f(args);
   const T* source = f.residual != nullptr ? f.summed : f.x;  // summed: written by this same thread
   const int64_t step = int64_t(blockDim.x) * kVec;
   for (int64_t row = blockIdx.x; row < f.rows; row += gridDim.x) {
@@ -280,11 +280,10 @@ __global__ void __launch_bounds__(kBlockThreads) forward_streamed_kernel(NormFor
 
 // ---------------------------------------------------------------- backward ---
 
-// The typed pointers of NormBackwardArgs.
-template <typename T, typename W>
+// The typed pointers of NormBackwardArgs (O: out_dtype's type, grad's).
+template <typename T, typename W, typename O>
 struct Backward {
   using A = opmath_t<T>;
-  using O = norm_out_t<T, W>;
   const O* grad;
   const T* x;
   const W* weight;
@@ -388,15 +387,15 @@ __device__ void write_partial(A* __restrict__ partial, int64_t cols, const A (&h
   }
 }
 
-template <typename T, typename W, bool kCenter, int kVec, int kIters>
+template <typename T, typename W, typename O, bool kCenter, int kVec, int kIters>
 __global__ void __launch_bounds__(kBlockThreads, 1) backward_held_kernel(NormBackwardArgs args) {
   using A = opmath_t<T>;
   __shared__ A smem[kMaxGroups * 33];
   __shared__ A sums[kBlockThreads * kVec];
-  const Backward<T, W> b(args);
+  const Backward<T, W, O> b(args);
   A dw[kIters][kVec] = {}, db[kIters][kVec] = {};
   const int64_t step = int64_t(gridDim.x) * blockDim.y;
-  typename Backward<T, W>::template HeldRow<kVec, kIters> next;
+  typename Backward<T, W, O>::template HeldRow<kVec, kIters> next;
   b.template fetch<kCenter>(int64_t(blockIdx.x) * blockDim.y + threadIdx.y, next);
   for (int64_t first = int64_t(blockIdx.x) * blockDim.y; first < b.rows; first += step) {
     const int64_t row = first + threadIdx.y;
@@ -438,11 +437,11 @@ __global__ void __launch_bounds__(kBlockThreads, 1) backward_held_kernel(NormBac
 // A row too long to hold: one row group a block; its column sums go
 // straight to its own row of the partial buffers (each element is only ever
 // touched by one thread).
-template <typename T, typename W, bool kCenter, int kVec>
+template <typename T, typename W, typename O, bool kCenter, int kVec>
 __global__ void __launch_bounds__(kBlockThreads) backward_streamed_kernel(NormBackwardArgs args) {
   using A = opmath_t<T>;
   __shared__ A smem[33];
-  const Backward<T, W> b(args);
+  const Backward<T, W, O> b(args);
   const int64_t step = int64_t(blockDim.x) * kVec;
   A* pw = b.partial_weight != nullptr ? b.partial_weight + int64_t(blockIdx.x) * b.cols : nullptr;
   A* pb = b.partial_bias != nullptr ? b.partial_bias + int64_t(blockIdx.x) * b.cols : nullptr;
@@ -511,7 +510,7 @@ bool aligned(const void* p, int bytes) { return p == nullptr || reinterpret_cast
 
 // Whether every row of every operand starts 16-byte aligned for x's vectors
 // (the other operands' vectors of kVec elements aligned to their size).
-template <typename T, typename W>
+template <typename T, typename W, typename O>
 bool vectorizable(int64_t cols, std::initializer_list<const void*> ts, std::initializer_list<const void*> ws,
                   std::initializer_list<const void*> os) {
   constexpr int kVec = kVec16<T>;
@@ -521,18 +520,24 @@ bool vectorizable(int64_t cols, std::initializer_list<const void*> ts, std::init
   for (const void* p : ws)
     if (!aligned(p, kVec * sizeof(W))) return false;
   for (const void* p : os)
-    if (!aligned(p, kVec * sizeof(norm_out_t<T, W>))) return false;
+    if (!aligned(p, kVec * sizeof(O))) return false;
   return true;
 }
 
-// Runs body.template operator()<T, W>() for the arguments' dtypes.
+// Runs body.template operator()<T, W, O>() for the arguments' dtypes: x's,
+// the parameters', the output's (norm_out_t<T, W>, or a float32 x's float16
+// or bfloat16 out_dtype: the only other output instantiated).
 template <typename Body>
-cudaError_t dispatch_types(DType dtype, bool wide_params, Body&& body) {
+cudaError_t dispatch_types(DType dtype, bool wide_params, DType out_dtype, Body&& body) {
   return dispatch_dtype(dtype, [&]<typename T>() {
     if constexpr (sizeof(T) == 2) {
-      if (wide_params) return body.template operator()<T, float>();
+      if (wide_params) return body.template operator()<T, float, float>();
     }
-    return body.template operator()<T, T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (out_dtype == DType::BFloat16) return body.template operator()<T, T, __nv_bfloat16>();
+      if (out_dtype == DType::Float16) return body.template operator()<T, T, __half>();
+    }
+    return body.template operator()<T, T, T>();
   });
 }
 
@@ -542,8 +547,8 @@ unsigned grid_of(int64_t blocks) { return static_cast<unsigned>(std::clamp<int64
 
 cudaError_t launch_norm_forward(const NormForwardArgs& a, const DeviceInfo& device, cudaStream_t stream) {
   if (a.rows == 0 || a.cols == 0) return cudaSuccess;
-  return dispatch_types(a.dtype, a.wide_params, [&]<typename T, typename W>() {
-    const bool vec = vectorizable<T, W>(a.cols, {a.x, a.residual, a.summed}, {a.weight, a.bias}, {a.out});
+  return dispatch_types(a.dtype, a.wide_params, a.out_dtype, [&]<typename T, typename W, typename O>() {
+    const bool vec = vectorizable<T, W, O>(a.cols, {a.x, a.residual, a.summed}, {a.weight, a.bias}, {a.out});
     with_flags(
         [&](auto center, auto vector) {
           constexpr bool kCenter = decltype(center)::value;
@@ -557,16 +562,16 @@ cudaError_t launch_norm_forward(const NormForwardArgs& a, const DeviceInfo& devi
               if (a.residual == nullptr) {
                 const int64_t blocks =
                     std::min<int64_t>(row_blocks, int64_t(device.sm_count) * kForwardBlocksPerSm);
-                forward_held_kernel<T, W, kCenter, kVec, kHeldIters, true>
+                forward_held_kernel<T, W, O, kCenter, kVec, kHeldIters, true>
                     <<<grid_of(blocks), block, 0, stream>>>(a);
                 return;
               }
             }
-            forward_held_kernel<T, W, kCenter, kVec, kHeldIters, false>
+            forward_held_kernel<T, W, O, kCenter, kVec, kHeldIters, false>
                 <<<grid_of(row_blocks), block, 0, stream>>>(a);
           };
           if (!held(vectors, kIters)) {
-            forward_streamed_kernel<T, W, kCenter, kVec><<<grid_of(a.rows), kBlockThreads, 0, stream>>>(a);
+            forward_streamed_kernel<T, W, O, kCenter, kVec><<<grid_of(a.rows), kBlockThreads, 0, stream>>>(a);
           } else if constexpr (kVec == 8) {
             if (three_fit_better(vectors)) {
               held_launch.template operator()<3>();
@@ -591,9 +596,9 @@ int64_t norm_backward_blocks(int64_t rows, int64_t cols, const DeviceInfo& devic
 
 cudaError_t launch_norm_backward(const NormBackwardArgs& a, cudaStream_t stream) {
   if (a.rows == 0 || a.cols == 0) return cudaSuccess;
-  return dispatch_types(a.dtype, a.wide_params, [&]<typename T, typename W>() {
+  return dispatch_types(a.dtype, a.wide_params, a.out_dtype, [&]<typename T, typename W, typename O>() {
     using A = opmath_t<T>;
-    const bool vec = vectorizable<T, W>(a.cols, {a.x, a.grad_summed, a.grad_x}, {a.weight}, {a.grad});
+    const bool vec = vectorizable<T, W, O>(a.cols, {a.x, a.grad_summed, a.grad_x}, {a.weight}, {a.grad});
     with_flags(
         [&](auto center, auto vector) {
           constexpr bool kCenter = decltype(center)::value;
@@ -602,9 +607,9 @@ cudaError_t launch_norm_backward(const NormBackwardArgs& a, cudaStream_t stream)
           const int64_t vectors = a.cols / kVec;
           const unsigned grid = grid_of(a.blocks);
           if (!held(vectors, kIters)) {
-            backward_streamed_kernel<T, W, kCenter, kVec><<<grid, kBlockThreads, 0, stream>>>(a);
+            backward_streamed_kernel<T, W, O, kCenter, kVec><<<grid, kBlockThreads, 0, stream>>>(a);
           } else {
-            backward_held_kernel<T, W, kCenter, kVec, kIters>
+            backward_held_kernel<T, W, O, kCenter, kVec, kIters>
                 <<<grid, block_shape(vectors, kIters), 0, stream>>>(a);
           }
         },

@@ -6,8 +6,10 @@
 //
 // Types: T is x's (and residual's, summed's, grad_x's) dtype; the parameters
 // (weight, bias) are T, or float32 for a float16 or bfloat16 x (`wide_params`),
-// and the output is the wider of the two, as torch.result_type says. Math in A = float32 (float64 for
-// float64 x); mean and rstd are saved per row in A.
+// and the output is the wider of the two, as torch.result_type says, or (a
+// float32 x's out_dtype) float16 or bfloat16: `out_dtype`, which the backward's
+// gradient also has. Math in A = float32 (float64 for float64 x); mean and
+// rstd are saved per row in A.
 #pragma once
 
 #include <type_traits>
@@ -25,19 +27,20 @@ struct NormForwardArgs {
   const void* residual;  // null: no add
   const void* weight;    // null: no scale
   const void* bias;      // null: no shift (layer_norm only)
-  void* out;             // [rows, cols] of the wider of T and the parameters' dtype
+  void* out;             // [rows, cols] of out_dtype
   void* summed;          // x + residual in T, where residual is given
   void* mean;            // [rows] in A, layer_norm only
   void* rstd;            // [rows] in A
   int64_t rows, cols;
   double eps, offset;  // y = xhat * (offset + weight) + bias
   DType dtype;         // T
+  DType out_dtype;     // norm_out_t's, or float16 or bfloat16 for a float32 T
   bool wide_params;    // weight and bias are float32 (T is a half type)
   bool center;         // layer_norm: subtract the mean
 };
 
 struct NormBackwardArgs {
-  const void* grad;    // [rows, cols] of the output's dtype
+  const void* grad;    // [rows, cols] of out_dtype
   const void* x;       // what was normalized (summed, for the add_ ops)
   const void* weight;  // null: no scale
   const void* mean;    // layer_norm only
@@ -51,6 +54,7 @@ struct NormBackwardArgs {
   int64_t rows, cols, blocks;
   double offset;
   DType dtype;
+  DType out_dtype;  // grad's
   bool wide_params;
   bool center;
 };

@@ -61,14 +61,20 @@ class Sample:
     # clamp bound, relu's 0): there a gradient may legitimately differ from float64's.
     kinks: Callable[..., torch.Tensor] | None = None
     bad: tuple[Bad, ...] = ()
-    # The outputs' dtype for inputs of `dtype` (a loss may be float32 whatever its inputs').
-    out_dtype: Callable[[torch.dtype], torch.dtype] = lambda dtype: dtype
+    # The outputs' dtype for inputs of `dtype` (a loss may be float32 whatever its inputs'),
+    # or a tuple of each output's (a norm's narrow out_dtype beside its summed).
+    out_dtype: Callable[[torch.dtype], torch.dtype | tuple[torch.dtype, ...]] = lambda dtype: dtype
     same_bits_as_ref: bool = False  # the reference in the inputs' dtype gives these bits
     double_backward: bool = False  # otherwise a double backward must raise
 
     @property
     def id(self) -> str:
         return f"{self.op} {self.what}"
+
+    def out_dtypes(self, dtype: torch.dtype, n_outputs: int) -> tuple[torch.dtype, ...]:
+        """Each of the n_outputs outputs' dtype for inputs of `dtype`."""
+        out = self.out_dtype(dtype)
+        return out if isinstance(out, tuple) else (out,) * n_outputs
 
     def grad_indices(self) -> list[int]:
         names = self.args if self.differentiable is None else self.differentiable
@@ -143,7 +149,7 @@ def assert_all_close(sample, actual, expected, inputs):
     n_outputs = len(actual) - sum(t.requires_grad for t in inputs)
     tolerances = [sample.tolerance[dtype]] * n_outputs
     tolerances += sample.grad_tolerances(actual[0], inputs, dtype)
-    dtypes = [sample.out_dtype(dtype)] * n_outputs + [dtype] * (len(actual) - n_outputs)
+    dtypes = [*sample.out_dtypes(dtype, n_outputs)] + [dtype] * (len(actual) - n_outputs)
     assert len(actual) == len(expected) == len(tolerances)
     for a, e, tol, a_dtype in zip(actual, expected, tolerances, dtypes, strict=True):
         assert a.shape == e.shape and a.dtype == a_dtype and a.device == e.device

@@ -1,5 +1,11 @@
 """fusedops.nn's normalization layers: RMSNorm and LayerNorm (over the last
-dimension, state dicts as torch.nn's)."""
+dimension, state dicts as torch.nn's).
+
+autocast_output=True is for a norm whose output only feeds autocast's matmuls
+(a block's norm before its qkv or fc1 Linear): under autocast a float32 x's
+output comes in autocast's dtype, the values those matmuls would cast it to,
+without the float32 tensor and its cast (and the cast back of its gradient).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +26,17 @@ def _last_dim(module: str, normalized_shape: int | Sequence[int]) -> tuple[int]:
     return shape
 
 
+def _autocast_dtype(module: torch.nn.Module, x: torch.Tensor) -> torch.dtype | None:
+    """The out_dtype `module` passes for x: with autocast_output, the dtype
+    autocast's matmuls cast a float32 x to, where autocast is on for x's device
+    type; else None (the norm's own output dtype)."""
+    device = x.device.type
+    if (not module.autocast_output or x.dtype != torch.float32 or not torch.amp.is_autocast_available(device)
+            or not torch.is_autocast_enabled(device)):
+        return None
+    return torch.get_autocast_dtype(device)
+
+
 class RMSNorm(torch.nn.Module):
     """x * rsqrt(mean(x^2, -1) + eps) * (offset + weight) as one fused op
     (fusedops.rms_norm).
@@ -29,16 +46,17 @@ class RMSNorm(torch.nn.Module):
     `weight` starts at 1 - offset, which makes the scale 1: ones as torch's and
     Llama's do, zeros with offset=1.0 as Gemma's GemmaRMSNorm does. eps=None
     means torch.finfo(x.dtype).eps, as in torch.nn.RMSNorm; `variance_epsilon`
-    (HF's name) is eps too.
+    (HF's name) is eps too. autocast_output: see the module's docstring.
     """
 
     def __init__(self, dim: int | Sequence[int], eps: float | None = 1e-6, *, offset: float = 0.0,
                  elementwise_affine: bool = True, device: torch.device | str | None = None,
-                 dtype: torch.dtype | None = None) -> None:
+                 dtype: torch.dtype | None = None, autocast_output: bool = False) -> None:
         super().__init__()
         self.normalized_shape = _last_dim("RMSNorm", dim)
         self.eps = eps
         self.offset = float(offset)
+        self.autocast_output = autocast_output
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
             self.weight = torch.nn.Parameter(torch.empty(self.normalized_shape, device=device, dtype=dtype))
@@ -47,7 +65,8 @@ class RMSNorm(torch.nn.Module):
         self.reset_parameters()
 
     @classmethod
-    def from_rms_norm(cls, module: torch.nn.Module, *, offset: float = 0.0) -> RMSNorm:
+    def from_rms_norm(cls, module: torch.nn.Module, *, offset: float = 0.0,
+                      autocast_output: bool = False) -> RMSNorm:
         """A fusedops RMSNorm sharing `module`'s weight (no copy): a torch.nn.RMSNorm,
         or any module with a 1-D `weight` and `eps` or `variance_epsilon` (HF's
         LlamaRMSNorm and its copies; offset=1.0 for Gemma's)."""
@@ -61,6 +80,7 @@ class RMSNorm(torch.nn.Module):
         new.normalized_shape = (weight.shape[0],)
         new.eps = eps
         new.offset = float(offset)
+        new.autocast_output = autocast_output
         new.elementwise_affine = True
         new.weight = weight
         new.train(module.training)
@@ -77,11 +97,16 @@ class RMSNorm(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
-        return rms_norm(x, self.weight, eps, offset=self.offset)
+        return rms_norm(x, self.weight, eps, offset=self.offset, out_dtype=self.out_dtype_for(x))
+
+    def out_dtype_for(self, x: torch.Tensor) -> torch.dtype | None:
+        """The out_dtype this module passes to its op for x (None: the op's default)."""
+        return _autocast_dtype(self, x)
 
     def extra_repr(self) -> str:
         text = f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
-        return text + (f", offset={self.offset}" if self.offset else "")
+        text += f", offset={self.offset}" if self.offset else ""
+        return text + (", autocast_output=True" if self.autocast_output else "")
 
 
 class LayerNorm(torch.nn.LayerNorm):
@@ -90,17 +115,19 @@ class LayerNorm(torch.nn.LayerNorm):
     A torch.nn.LayerNorm subclass with the same parameters (weight and bias
     [dim], either may be absent), so state dicts load both ways;
     normalized_shape must be one dimension. `from_layer_norm` converts a
-    torch.nn.LayerNorm, sharing its parameters.
+    torch.nn.LayerNorm, sharing its parameters. autocast_output: see the
+    module's docstring.
     """
 
     def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True,
                  bias: bool = True, device: torch.device | str | None = None,
-                 dtype: torch.dtype | None = None) -> None:
+                 dtype: torch.dtype | None = None, *, autocast_output: bool = False) -> None:
         super().__init__(_last_dim("LayerNorm", normalized_shape), eps, elementwise_affine, bias,
                          device=device, dtype=dtype)
+        self.autocast_output = autocast_output
 
     @classmethod
-    def from_layer_norm(cls, module: torch.nn.LayerNorm) -> LayerNorm:
+    def from_layer_norm(cls, module: torch.nn.LayerNorm, *, autocast_output: bool = False) -> LayerNorm:
         """A fusedops LayerNorm sharing `module`'s parameters (no copy)."""
         if not isinstance(module, torch.nn.LayerNorm):
             raise TypeError(f"fusedops.nn.LayerNorm.from_layer_norm: expected a torch.nn.LayerNorm, got "
@@ -109,6 +136,7 @@ class LayerNorm(torch.nn.LayerNorm):
         torch.nn.Module.__init__(new)
         new.normalized_shape = _last_dim("LayerNorm", module.normalized_shape)
         new.eps = module.eps
+        new.autocast_output = autocast_output
         new.elementwise_affine = module.elementwise_affine
         new.weight = module.weight
         new.bias = module.bias
@@ -116,4 +144,11 @@ class LayerNorm(torch.nn.LayerNorm):
         return new
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        return layer_norm(x, self.weight, self.bias, self.eps, out_dtype=self.out_dtype_for(x))
+
+    def out_dtype_for(self, x: torch.Tensor) -> torch.dtype | None:
+        """The out_dtype this module passes to its op for x (None: the op's default)."""
+        return _autocast_dtype(self, x)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (", autocast_output=True" if self.autocast_output else "")

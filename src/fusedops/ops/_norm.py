@@ -46,10 +46,31 @@ def check_forward(op: str, x, residual=None, weight=None, bias=None) -> None:
             _checks.check_same_dtype_device(op, "weight", weight, "bias", bias)
 
 
-def out_dtype(x, weight=None, bias=None) -> torch.dtype:
+def default_out_dtype(x, weight=None, bias=None) -> torch.dtype:
     """torch.result_type(x, weight, bias) for the dtypes the checks allow."""
     params = weight if weight is not None else bias
     return params.dtype if params is not None and params.dtype == torch.float32 else x.dtype
+
+
+def check_out_dtype_type(op: str, out_dtype) -> None:
+    """out_dtype is a torch.dtype or None (the public functions' check: the
+    schema's ScalarType takes nothing else)."""
+    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"fusedops.{op}: out_dtype must be a torch.dtype or None, got {type(out_dtype).__name__}")
+
+
+def out_dtype_of(op: str, x, weight, bias, out_dtype) -> torch.dtype:
+    """The output's dtype (out_dtype_of in cpp/norm/norm.cpp): the default, or
+    out_dtype where it is the default or (a float32 x) float16 or bfloat16."""
+    wide = default_out_dtype(x, weight, bias)
+    if out_dtype is None:
+        return wide
+    narrow_allowed = x.dtype == torch.float32
+    if out_dtype != wide and not (narrow_allowed and out_dtype in HALF_TYPES):
+        also = ", float16 or bfloat16" if narrow_allowed else ""
+        _checks.fail(op, f"out_dtype must be {_checks.dtype_name(wide)} (the default){also} for a "
+                         f"{_checks.dtype_name(x.dtype)} x, got {_checks.dtype_name(out_dtype)}")
+    return out_dtype
 
 
 def stats(x) -> torch.Tensor:
@@ -57,16 +78,18 @@ def stats(x) -> torch.Tensor:
     return x.new_empty(x.shape[:-1], dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
 
 
-def fake_forward(op: str, x, residual, weight, bias, center: bool) -> tuple:
+def fake_forward(op: str, x, residual, weight, bias, center: bool, out_dtype=None) -> tuple:
     """The fake (out, summed, mean, rstd) of a forward, None where the op has none."""
     check_forward(op, x, residual, weight, bias)
-    out = x.new_empty(x.shape, dtype=out_dtype(x, weight, bias))
+    out = x.new_empty(x.shape, dtype=out_dtype_of(op, x, weight, bias, out_dtype))
     return (out, None if residual is None else x.new_empty(x.shape), stats(x) if center else None, stats(x))
 
 
 def fake_backward(grad, x, output_mask) -> tuple:
-    """The fake gradients of a backward op (grad_x, then the parameters' in grad's dtype)."""
-    shapes = [(x.shape, x.dtype)] + [((x.shape[-1],), grad.dtype)] * (len(output_mask) - 1)
+    """The fake gradients of a backward op (grad_x, then the parameters' in the
+    wider of grad's and x's dtype, as norm_backward in cpp/norm/norm.cpp)."""
+    params = grad.dtype if grad.dtype.itemsize > x.dtype.itemsize else x.dtype
+    shapes = [(x.shape, x.dtype)] + [((x.shape[-1],), params)] * (len(output_mask) - 1)
     return tuple(x.new_empty(shape, dtype=dtype) if needed else x.new_empty([0])
                  for (shape, dtype), needed in zip(shapes, output_mask, strict=True))
 

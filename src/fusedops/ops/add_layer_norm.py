@@ -20,19 +20,22 @@ CPP_AUTOGRAD = _autograd.cpp("add_layer_norm")
 
 
 def add_layer_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None = None,
-                   bias: torch.Tensor | None = None, eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+                   bias: torch.Tensor | None = None, eps: float = 1e-5, *,
+                   out_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(layer_norm(x + residual, weight, bias, eps), x + residual) in one pass.
 
     residual: x's shape and dtype; the sum is rounded to x's dtype, then
     normalized (as the two ops would do). Gradients reach x and residual
-    through both outputs. See fusedops.layer_norm for weight and bias.
+    through both outputs. See fusedops.layer_norm for weight, bias and
+    out_dtype (the normalized output's; summed keeps x's dtype).
     """
+    _norm.check_out_dtype_type("add_layer_norm", out_dtype)
     try:
         if CPP_AUTOGRAD:
-            return _add_layer_norm(x, residual, weight, bias, eps)
+            return _add_layer_norm(x, residual, weight, bias, eps, out_dtype)
         if _checks.needs_autograd("add_layer_norm", x, residual, weight, bias):
-            return _AddLayerNorm.apply(x, residual, weight, bias, eps)
-        return _add_layer_norm_nograd(x, residual, weight, bias, eps)
+            return _AddLayerNorm.apply(x, residual, weight, bias, eps, out_dtype)
+        return _add_layer_norm_nograd(x, residual, weight, bias, eps, out_dtype)
     except RuntimeError as error:
         _autograd.raise_out_of_memory(error)
 
@@ -48,13 +51,13 @@ def check_case(randn):
             {}, reference, ())
 
 
-def _fake(x, residual, weight=None, bias=None, eps=1e-5):
-    out, summed, _, _ = _norm.fake_forward("add_layer_norm", x, residual, weight, bias, center=True)
+def _fake(x, residual, weight=None, bias=None, eps=1e-5, out_dtype=None):
+    out, summed, _, _ = _norm.fake_forward("add_layer_norm", x, residual, weight, bias, True, out_dtype)
     return out, summed
 
 
-def _forward_fake(x, residual, weight, bias, eps):
-    return _norm.fake_forward("add_layer_norm", x, residual, weight, bias, center=True)
+def _forward_fake(x, residual, weight, bias, eps, out_dtype):
+    return _norm.fake_forward("add_layer_norm", x, residual, weight, bias, True, out_dtype)
 
 
 torch.library.register_fake("fusedops::add_layer_norm")(_fake)
@@ -67,7 +70,7 @@ torch.library.register_fake("fusedops::_add_layer_norm_backward")(layer_norm._ba
 
 
 def _setup(ctx, inputs, output, saved):
-    _, residual, weight, bias, _ = inputs
+    _, residual, weight, bias, _, _ = inputs
     _norm.set_needs_grad(ctx, 2, (weight, bias))
     _norm.summed_only_from_x(ctx, output[1])
     ctx.save_for_backward(output[1], weight, *saved)
@@ -75,7 +78,7 @@ def _setup(ctx, inputs, output, saved):
 
 def _backward(ctx, grad, grad_summed):
     grad_x, grad_weight, grad_bias = layer_norm.grads(ctx, grad, grad_summed, ctx.saved_tensors, _add_layer_norm_backward)
-    return grad_x, grad_x, grad_weight, grad_bias, None
+    return grad_x, grad_x, grad_weight, grad_bias, None, None
 
 
 _AddLayerNorm = _autograd.function("_AddLayerNorm", _add_layer_norm_forward, _setup, _backward, outputs=2)
@@ -84,7 +87,7 @@ _AddLayerNorm = _autograd.function("_AddLayerNorm", _add_layer_norm_forward, _se
 # torch.ops.fusedops.add_layer_norm's autograd (opcheck, direct torch.ops
 # callers): the op returns (out, summed), so the backward recomputes mean and rstd.
 def _setup_op(ctx, inputs, output):
-    _, residual, weight, bias, eps = inputs
+    _, residual, weight, bias, eps, _ = inputs
     _norm.set_needs_grad(ctx, 2, (weight, bias))
     ctx.eps = eps
     _norm.summed_only_from_x(ctx, output[1])
@@ -94,10 +97,10 @@ def _setup_op(ctx, inputs, output):
 def _backward_op(ctx, grad, grad_summed):
     summed, weight, bias = ctx.saved_tensors
     with torch.no_grad():
-        _, mean, rstd = layer_norm._layer_norm_forward(summed, weight, bias, ctx.eps)
+        _, mean, rstd = layer_norm._layer_norm_forward(summed, weight, bias, ctx.eps, None)
     grad_x, grad_weight, grad_bias = layer_norm.grads(ctx, grad, grad_summed, (summed, weight, mean, rstd),
                                                         _add_layer_norm_backward)
-    return grad_x, grad_x, grad_weight, grad_bias, None
+    return grad_x, grad_x, grad_weight, grad_bias, None, None
 
 
 if not CPP_AUTOGRAD:  # else accel/norm/ registered it

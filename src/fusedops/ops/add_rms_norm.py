@@ -20,19 +20,21 @@ CPP_AUTOGRAD = _autograd.cpp("add_rms_norm")
 
 
 def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6, *,
-                 offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+                 offset: float = 0.0, out_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(rms_norm(x + residual, weight, eps, offset=offset), x + residual) in one pass.
 
     residual: x's shape and dtype; the sum is rounded to x's dtype, then
     normalized (as the two ops would do). Gradients reach x and residual
-    through both outputs. See fusedops.rms_norm for weight and offset.
+    through both outputs. See fusedops.rms_norm for weight, offset and
+    out_dtype (the normalized output's; summed keeps x's dtype).
     """
+    _norm.check_out_dtype_type("add_rms_norm", out_dtype)
     try:
         if CPP_AUTOGRAD:
-            return _add_rms_norm(x, residual, weight, eps, offset)
+            return _add_rms_norm(x, residual, weight, eps, offset, out_dtype)
         if _checks.needs_autograd("add_rms_norm", x, residual, weight):
-            return _AddRmsNorm.apply(x, residual, weight, eps, offset)
-        return _add_rms_norm_nograd(x, residual, weight, eps, offset)
+            return _AddRmsNorm.apply(x, residual, weight, eps, offset, out_dtype)
+        return _add_rms_norm_nograd(x, residual, weight, eps, offset, out_dtype)
     except RuntimeError as error:
         _autograd.raise_out_of_memory(error)
 
@@ -47,13 +49,13 @@ def check_case(randn):
     return {"x": randn(3, 31, 257), "residual": randn(3, 31, 257), "weight": randn(257)}, {}, reference, ()
 
 
-def _fake(x, residual, weight=None, eps=1e-6, offset=0.0):
-    out, summed, _, _ = _norm.fake_forward("add_rms_norm", x, residual, weight, None, center=False)
+def _fake(x, residual, weight=None, eps=1e-6, offset=0.0, out_dtype=None):
+    out, summed, _, _ = _norm.fake_forward("add_rms_norm", x, residual, weight, None, False, out_dtype)
     return out, summed
 
 
-def _forward_fake(x, residual, weight, eps, offset):
-    out, summed, _, rstd = _norm.fake_forward("add_rms_norm", x, residual, weight, None, center=False)
+def _forward_fake(x, residual, weight, eps, offset, out_dtype):
+    out, summed, _, rstd = _norm.fake_forward("add_rms_norm", x, residual, weight, None, False, out_dtype)
     return out, summed, rstd
 
 
@@ -67,7 +69,7 @@ torch.library.register_fake("fusedops::_add_rms_norm_backward")(rms_norm._backwa
 
 
 def _setup(ctx, inputs, output, saved):
-    _, residual, weight, _, offset = inputs
+    _, residual, weight, _, offset, _ = inputs
     _norm.set_needs_grad(ctx, 2, (weight,))
     ctx.offset = offset
     _norm.summed_only_from_x(ctx, output[1])
@@ -76,7 +78,7 @@ def _setup(ctx, inputs, output, saved):
 
 def _backward(ctx, grad, grad_summed):
     grad_x, grad_weight = rms_norm.grads(ctx, grad, grad_summed, ctx.saved_tensors, _add_rms_norm_backward)
-    return grad_x, grad_x, grad_weight, None, None
+    return grad_x, grad_x, grad_weight, None, None, None
 
 
 _AddRmsNorm = _autograd.function("_AddRmsNorm", _add_rms_norm_forward, _setup, _backward, outputs=2)
@@ -85,7 +87,7 @@ _AddRmsNorm = _autograd.function("_AddRmsNorm", _add_rms_norm_forward, _setup, _
 # torch.ops.fusedops.add_rms_norm's autograd (opcheck, direct torch.ops
 # callers): the op returns (out, summed), so the backward recomputes rstd.
 def _setup_op(ctx, inputs, output):
-    _, residual, weight, eps, offset = inputs
+    _, residual, weight, eps, offset, _ = inputs
     _norm.set_needs_grad(ctx, 2, (weight,))
     ctx.eps, ctx.offset = eps, offset
     _norm.summed_only_from_x(ctx, output[1])
@@ -95,9 +97,9 @@ def _setup_op(ctx, inputs, output):
 def _backward_op(ctx, grad, grad_summed):
     summed, weight = ctx.saved_tensors
     with torch.no_grad():
-        _, rstd = rms_norm._rms_norm_forward(summed, weight, ctx.eps, ctx.offset)
+        _, rstd = rms_norm._rms_norm_forward(summed, weight, ctx.eps, ctx.offset, None)
     grad_x, grad_weight = rms_norm.grads(ctx, grad, grad_summed, (summed, weight, rstd), _add_rms_norm_backward)
-    return grad_x, grad_x, grad_weight, None, None
+    return grad_x, grad_x, grad_weight, None, None, None
 
 
 if not CPP_AUTOGRAD:  # else accel/norm/ registered it

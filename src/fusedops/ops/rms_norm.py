@@ -20,7 +20,7 @@ CPP_AUTOGRAD = _autograd.cpp("rms_norm")
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6, *,
-             offset: float = 0.0) -> torch.Tensor:
+             offset: float = 0.0, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """x * rsqrt(mean(x^2, -1) + eps) * (offset + weight) over the last dim, in
     float32 (float64 for float64), rounded once to torch.result_type(x, weight).
 
@@ -29,13 +29,18 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
     offset unused). offset=1.0 is Gemma's (1 + weight). Saves x and a float32
     rstd per row for the backward; weight's gradient is summed in float32 in a
     fixed order (the same bits every call).
+    out_dtype: None for the dtype above; for a float32 x (parameters float32
+    or absent) also float16 or bfloat16, rounded once from the float32 result:
+    the values autocast's matmuls would cast a float32 output to, without the
+    float32 tensor (the backward then takes the gradient in out_dtype).
     """
+    _norm.check_out_dtype_type("rms_norm", out_dtype)
     try:
         if CPP_AUTOGRAD:
-            return _rms_norm(x, weight, eps, offset)
+            return _rms_norm(x, weight, eps, offset, out_dtype)
         if _checks.needs_autograd("rms_norm", x, weight):
-            return _RmsNorm.apply(x, weight, eps, offset)
-        return _rms_norm_nograd(x, weight, eps, offset)
+            return _RmsNorm.apply(x, weight, eps, offset, out_dtype)
+        return _rms_norm_nograd(x, weight, eps, offset, out_dtype)
     except RuntimeError as error:
         _autograd.raise_out_of_memory(error)
 
@@ -49,12 +54,12 @@ def check_case(randn):
     return {"x": randn(3, 31, 257), "weight": randn(257)}, {"offset": 1.0}, reference, ()
 
 
-def _fake(x, weight=None, eps=1e-6, offset=0.0):
-    return _norm.fake_forward("rms_norm", x, None, weight, None, center=False)[0]
+def _fake(x, weight=None, eps=1e-6, offset=0.0, out_dtype=None):
+    return _norm.fake_forward("rms_norm", x, None, weight, None, False, out_dtype)[0]
 
 
-def _forward_fake(x, weight, eps, offset):
-    out, _, _, rstd = _norm.fake_forward("rms_norm", x, None, weight, None, center=False)
+def _forward_fake(x, weight, eps, offset, out_dtype):
+    out, _, _, rstd = _norm.fake_forward("rms_norm", x, None, weight, None, False, out_dtype)
     return out, rstd
 
 
@@ -78,14 +83,14 @@ def grads(ctx, grad, grad_summed, saved, backward=_rms_norm_backward) -> tuple:
 
 
 def _setup(ctx, inputs, output, saved):
-    x, weight, _, offset = inputs
+    x, weight, _, offset, _ = inputs
     _norm.set_needs_grad(ctx, 1, (weight,))
     ctx.offset = offset
     ctx.save_for_backward(x, weight, *saved)
 
 
 def _backward(ctx, grad):
-    return (*grads(ctx, grad, None, ctx.saved_tensors), None, None)
+    return (*grads(ctx, grad, None, ctx.saved_tensors), None, None, None)
 
 
 _RmsNorm = _autograd.function("_RmsNorm", _rms_norm_forward, _setup, _backward, outputs=1)
@@ -94,7 +99,7 @@ _RmsNorm = _autograd.function("_RmsNorm", _rms_norm_forward, _setup, _backward, 
 # torch.ops.fusedops.rms_norm's autograd (opcheck, direct torch.ops callers):
 # the op returns out only, so the backward recomputes rstd.
 def _setup_op(ctx, inputs, output):
-    x, weight, eps, offset = inputs
+    x, weight, eps, offset, _ = inputs
     _norm.set_needs_grad(ctx, 1, (weight,))
     ctx.eps, ctx.offset = eps, offset
     ctx.save_for_backward(x, weight)
@@ -103,8 +108,8 @@ def _setup_op(ctx, inputs, output):
 def _backward_op(ctx, grad):
     x, weight = ctx.saved_tensors
     with torch.no_grad():
-        _, rstd = _rms_norm_forward(x, weight, ctx.eps, ctx.offset)
-    return (*grads(ctx, grad, None, (x, weight, rstd)), None, None)
+        _, rstd = _rms_norm_forward(x, weight, ctx.eps, ctx.offset, None)
+    return (*grads(ctx, grad, None, (x, weight, rstd)), None, None, None)
 
 
 if not CPP_AUTOGRAD:  # else accel/norm/ registered it

@@ -5,10 +5,13 @@ MLP fc1 -> GELU -> fc2. Here each fc1 and its GELU become one
 fusedops.nn.Linear (the GELU becomes an Identity), each LayerNorm a
 fusedops.nn.LayerNorm holding the same parameters, and each timm Block's
 residual add before norm2 and norm2 itself one fusedops.add_layer_norm (that
-block's forward, an instance attribute). Each Attention takes q, k and v from
-its qkv projection in an order whose gradient needs one copy instead of two
-(its forward, likewise). State dicts are unchanged: the new modules have the
-old ones' names and parameters.
+block's forward, an instance attribute). A Block's norm1 and norm2 feed only
+matmuls (its attention's qkv, its MLP's fc1): under autocast they write
+autocast's dtype themselves (autocast_output), which those matmuls would cast
+their float32 outputs to. Each Attention takes q, k and v from its qkv
+projection in an order whose gradient needs one copy instead of two (its
+forward, likewise). State dicts are unchanged: the new modules have the old
+ones' names and parameters.
 """
 
 from __future__ import annotations
@@ -44,11 +47,18 @@ def swap_layer_norms(parent: torch.nn.Module) -> int:
     """parent's LayerNorm children (torch's or timm's, over the last dim) as
     fusedops.nn.LayerNorms holding their parameters; how many."""
     swapped = 0
+    matmul_inputs = {"norm1", "norm2"} if norms_feed_matmuls_only(parent) else set()
     for name, child in list(parent.named_children()):
         if type(child) in (torch.nn.LayerNorm, TimmLayerNorm) and len(child.normalized_shape) == 1:
-            setattr(parent, name, fusedops.nn.LayerNorm.from_layer_norm(child))
+            setattr(parent, name, fusedops.nn.LayerNorm.from_layer_norm(child, autocast_output=name in matmul_inputs))
             swapped += 1
     return swapped
+
+
+def norms_feed_matmuls_only(block: torch.nn.Module) -> bool:
+    """Whether a Block's norm1 and norm2 outputs go only into matmuls: those of
+    timm's Attention (qkv, and its gate) and Mlp (fc1) do."""
+    return type(block) is Block and type(block.attn) is Attention and type(block.mlp) is Mlp
 
 
 def fuse_gelu(mlp: torch.nn.Module) -> int:
@@ -66,8 +76,9 @@ def block_forward(block: Block, x: torch.Tensor, attn_mask: torch.Tensor | None 
     branch = block.drop_path1(block.ls1(block.attn(block.norm1(x), attn_mask=attn_mask, is_causal=is_causal)))
     # Under autocast the branch is narrower than the residual stream: the add promotes, as eager's does.
     dtype = torch.promote_types(x.dtype, branch.dtype)
-    normed, x = fusedops.add_layer_norm(x.to(dtype), branch.to(dtype), block.norm2.weight, block.norm2.bias,
-                                        block.norm2.eps)
+    x, branch = x.to(dtype), branch.to(dtype)
+    normed, x = fusedops.add_layer_norm(x, branch, block.norm2.weight, block.norm2.bias, block.norm2.eps,
+                                        out_dtype=block.norm2.out_dtype_for(x))
     return x + block.drop_path2(block.ls2(block.mlp(normed)))
 
 
