@@ -16,6 +16,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "cuda/common/copy_async.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/with_flags.h"
 #include "cuda/norm/norm.h"
@@ -141,23 +142,6 @@ struct Forward {
     rstd[row] = rs;
   }
 };
-
-// 16 bytes from global to shared memory without holding registers (cp.async,
-// sm_80 on); wait_copies() waits for this thread's.
-[[maybe_unused]] __device__ __forceinline__ void copy_async_16(void* shared, const void* global) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                   static_cast<unsigned>(__cvta_generic_to_shared(shared))),
-               "l"(global)
-               : "memory");
-#endif
-}
-
-__device__ __forceinline__ void wait_copies() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
-}
 
 // Whether layer_norm's held forward (no residual) runs staged: x copied to
 // shared memory a row ahead, on a grid of the blocks that fit the device at
