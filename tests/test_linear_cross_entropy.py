@@ -64,9 +64,10 @@ def test_every_chunk_size_gives_the_float64_reference(device, dtype, reduction, 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
 @pytest.mark.parametrize("reduction", ["mean", "none"])
-def test_gradients_are_the_same_bits_every_call(device, dtype, reduction, monkeypatch):
+@pytest.mark.parametrize("vocab", [300, 40004])  # on CUDA (sm_90 and newer) 40004 is held by 4 blocks a row
+def test_gradients_are_the_same_bits_every_call(device, dtype, reduction, vocab, monkeypatch):
     monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", "8")  # weight's gradient summed over 5 chunks
-    x, w, t, b = _inputs(device, dtype, n=37, hidden=40, vocab=300)
+    x, w, t, b = _inputs(device, dtype, n=37, hidden=40, vocab=vocab)
     first, second = (_loss_and_grads(x, w, t, b, reduction=reduction) for _ in range(2))
     assert all(torch.equal(a, c) for a, c in zip(first, second, strict=True))
 
@@ -105,6 +106,30 @@ def test_an_out_of_range_target_on_cuda_gives_nan_rows_without_a_fault(vocab):
     torch.testing.assert_close(loss[rows], good[0][rows])
     torch.testing.assert_close(grad_x[rows], good[1][rows])
     assert fusedops.linear_cross_entropy(x, w, t, b).isnan()
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+# On sm_90 and newer a row this long is held by a cluster of 1, 2, 4 and 8 blocks (40004's last part shorter,
+# 150000's parts over 64 KiB); elsewhere a block reads it twice.
+@pytest.mark.parametrize("vocab", [8200, 20000, 40004, 150000])
+def test_long_rows_give_the_float64_reference(dtype, reduction, vocab):
+    n = 19
+    x, w, _, b = _inputs("cuda", dtype, n=n, hidden=16, vocab=vocab)
+    t = torch.randint(0, vocab, (n,), device="cuda")
+    t[3], t[11], t[12] = -100, vocab - 1, 0  # an ignored token, the last class, the first
+    got = _loss_and_grads(x, w, t, b, reduction=reduction, **OPTIONS)
+    leaves = [v.detach().double().requires_grad_() for v in (x, w, b)]
+    ref = reference(*leaves[:2], t, leaves[2], reduction=reduction, **OPTIONS)
+    expected = (ref, *torch.autograd.grad(ref, leaves, torch.ones_like(ref)))
+    for g, e in zip(got, expected, strict=True):
+        tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=4e-3 * e.abs().max().item())
+        torch.testing.assert_close(g.double(), e, **tol)
+    t[7] = vocab  # out of range: that token's loss and gradient row NaN, the others' unchanged
+    loss, grad_x, _, _ = _loss_and_grads(x, w, t, b, reduction="none")
+    rows = torch.arange(n, device="cuda") != 7
+    assert loss[7].isnan() and grad_x[7].isnan().all() and not grad_x[rows].isnan().any()
 
 
 def test_the_fused_and_the_recomputing_backward_agree(device):
@@ -158,10 +183,11 @@ def test_the_forward_op_takes_mean_or_sum_only():
 
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 @pytest.mark.parametrize("reduction", ["mean", "none"])
-def test_cuda_graph_capture_with_no_host_synchronization(reduction):
+@pytest.mark.parametrize("vocab", [1000, 20000])  # a row a block; (sm_90 and newer) a cluster of 2 blocks
+def test_cuda_graph_capture_with_no_host_synchronization(reduction, vocab):
     """Forward and backward run under torch's sync debug mode "error" (any
     synchronizing call raises) and replay from a CUDA graph."""
-    x, w, t, b = _inputs("cuda", torch.bfloat16, n=300, hidden=64, vocab=1000)
+    x, w, t, b = _inputs("cuda", torch.bfloat16, n=300, hidden=64, vocab=vocab)
     torch.cuda.set_sync_debug_mode("error")
     try:
         expected = _loss_and_grads(x, w, t, b, reduction=reduction)

@@ -3,9 +3,11 @@
 // loss and the bias gradient's column sums, in fixed orders (a row's online
 // log-sum-exp merged by cub's block reduction, the sums by cuda/common's):
 // the same bits every call.
+#include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
 
 #include "cuda/common/common.cuh"
+#include "cuda/common/copy_async.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/linear_cross_entropy/linear_cross_entropy.h"
 
@@ -116,6 +118,109 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(LceRows r) {
   }
 }
 
+// Long rows on sm_90 and newer: rows_kernel reads a row twice (the log-sum-exp,
+// then the gradient), and with a row a block, the rows in flight outgrow the L2
+// cache (a thousand rows of 128256 float32 logits are 0.5 GB), so both reads
+// come from memory. Here a cluster of blocks shares a row: each block copies
+// its part of the logits to shared memory, every copy in flight at once, the
+// parts' sums meet through distributed shared memory, and the gradient pass
+// reads the held part: one read of the logits. A thread uses only the groups
+// it copied (no barrier between). The parts merge in rank order (the same bits
+// every call).
+constexpr int kHeldThreads = 512;
+
+template <typename T>
+__global__ void __launch_bounds__(kHeldThreads) held_rows_kernel(LceRows r, int64_t part_groups) {
+#if __CUDA_ARCH__ >= 900
+  using A = float;
+  using Group = Vec<A, 4>;
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank(), ranks = cluster.num_blocks();
+  const int64_t row = blockIdx.x / ranks;
+  const LceMath& m = r.math;
+  const int64_t t = r.target[row];
+  const A* z = static_cast<const A*>(r.logits) + row * r.ld;
+  const A* bias = static_cast<const A*>(r.bias);
+  T* dl = r.dlogits != nullptr ? static_cast<T*>(r.dlogits) + row * r.ld : nullptr;
+  const int64_t begin = rank * part_groups, end = min(m.vocab / 4, begin + part_groups);
+  const auto store = [&](const Vec<T, 4>& out, int64_t g) {
+    *reinterpret_cast<Vec<T, 4>*>(dl + g * 4) = out;
+  };
+  if (!lce_counts(t, m)) {  // the whole cluster takes this branch
+    if (rank == 0 && threadIdx.x == 0) static_cast<A*>(r.loss)[row] = A(0);
+    if (dl != nullptr) {
+      const Vec<T, 4> zeros{
+          {from_opmath<T>(A(0)), from_opmath<T>(A(0)), from_opmath<T>(A(0)), from_opmath<T>(A(0))}};
+      for (int64_t g = begin + threadIdx.x; g < end; g += kHeldThreads) store(zeros, g);
+    }
+    return;
+  }
+  extern __shared__ Group held[];  // [part_groups]: this block's logits, then capped plus bias
+  for (int64_t g = begin + threadIdx.x; g < end; g += kHeldThreads)
+    copy_async_16(&held[g - begin], z + g * 4);
+  wait_copies();
+  const A cap = A(m.softcap);
+  RowPart<A> part{{}, A(0), A(0)};
+  for (int64_t g = begin + threadIdx.x; g < end; g += kHeldThreads) {
+    Group v = held[g - begin];
+    if (bias != nullptr || cap > A(0)) {
+      const Group b = bias != nullptr ? *reinterpret_cast<const Group*>(bias + g * 4) : Group{};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v.v[i] = lce_capped(v.v[i] + b.v[i], cap);
+      held[g - begin] = v;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      part.lse.add(v.v[i]);
+      part.sum += v.v[i];
+      if (g * 4 + i == t) part.target = v.v[i];
+    }
+  }
+  using Reduce = cub::BlockReduce<RowPart<A>, kHeldThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  __shared__ RowPart<A> block_part;
+  __shared__ A shared_lse;
+  const RowPart<A> mine = Reduce(temp).Reduce(part, MergeRowParts{});
+  if (threadIdx.x == 0) block_part = mine;
+  cluster.sync();  // every block's part written (and its reads of the logits done: dl may be z itself)
+  const bool in_range = lce_in_range(t, m);
+  if (threadIdx.x < 32) {  // lane k reads rank k's part; lane 0 merges them in rank order
+    const RowPart<A> p =
+        threadIdx.x < ranks ? *cluster.map_shared_rank(&block_part, threadIdx.x) : RowPart<A>{};
+    RowPart<A> total = p;
+    for (unsigned k = 1; k < ranks; ++k) {
+      RowPart<A> o;
+      o.lse.max = __shfl_sync(~0u, p.lse.max, k);
+      o.lse.sum = __shfl_sync(~0u, p.lse.sum, k);
+      o.sum = __shfl_sync(~0u, p.sum, k);
+      o.target = __shfl_sync(~0u, p.target, k);
+      total = MergeRowParts{}(total, o);
+    }
+    if (threadIdx.x == 0) {
+      shared_lse = total.lse.lse();
+      if (rank == 0) {
+        static_cast<A*>(r.loss)[row] = in_range ? lce_loss(shared_lse, total.target, total.sum, m) : A(NAN);
+      }
+    }
+  }
+  cluster.sync();  // no block leaves while another reads its part; shared_lse visible
+  if (dl == nullptr) return;
+  const A lse = shared_lse;
+  A w = r.grad != nullptr ? static_cast<const A*>(r.grad)[row * r.grad_stride] : A(1);
+  if (r.scale != nullptr) w *= *static_cast<const A*>(r.scale);
+  for (int64_t g = begin + threadIdx.x; g < end; g += kHeldThreads) {
+    const Group v = held[g - begin];
+    Vec<T, 4> out;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out.v[i] = from_opmath<T>(in_range ? lce_grad(v.v[i], lse, g * 4 + i == t, w, m) : A(NAN));
+    }
+    store(out, g);
+  }
+#endif
+}
+
 template <typename A>
 __global__ void __launch_bounds__(kThreads) count_kernel(const int64_t* __restrict__ target, int64_t n,
                                                          int64_t ignore_index, A* __restrict__ counts) {
@@ -171,6 +276,62 @@ cudaError_t dispatch_opmath(DType dtype, Body&& body) {
   return body.template operator()<float>();
 }
 
+// held_rows_kernel's shape for a row of `groups` groups of 4 float32 logits:
+// the fewest blocks (a portable cluster: up to 8) whose parts fit 64 KiB
+// (three blocks a multiprocessor), up to 96 KiB for 8 (two); none (0) for rows
+// short enough that rows_kernel's second read finds them in the L2 cache, or
+// too long to hold.
+struct HeldShape {
+  int blocks = 0;
+  int64_t part_groups = 0;
+};
+
+HeldShape held_shape(int64_t groups) {
+  constexpr int64_t kShortRow = 8192 / 4, kPart = (64 << 10) / sizeof(Vec<float, 4>);
+  if (groups < kShortRow) return {};
+  for (int blocks = 1; blocks <= 8; blocks *= 2) {
+    const int64_t part = (groups + blocks - 1) / blocks;
+    if (part <= kPart || (blocks == 8 && part <= kPart * 3 / 2)) return {blocks, part};
+  }
+  return {};
+}
+
+// Whether held_rows_kernel<T> runs as itself on this device: its code (SASS,
+// or PTX compiled on load) is of sm_90 or newer, where clusters are.
+template <typename T>
+bool held_rows_here() {
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, held_rows_kernel<T>) != cudaSuccess) {
+    (void)cudaGetLastError();  // no image for this device: not an error of the launch
+    return false;
+  }
+  return attributes.binaryVersion >= 90;
+}
+
+template <typename T>
+cudaError_t launch_held_rows(const LceRows& r, HeldShape shape, cudaStream_t stream) {
+  const size_t smem = shape.part_groups * sizeof(Vec<float, 4>);
+  const cudaError_t set = cudaFuncSetAttribute(
+      held_rows_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (set != cudaSuccess) return set;
+  // All of shared memory, not the least that one block needs: three blocks a multiprocessor.
+  const cudaError_t carveout = cudaFuncSetAttribute(
+      held_rows_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  if (carveout != cudaSuccess) return carveout;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(shape.blocks);
+  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(r.rows * shape.blocks));
+  config.blockDim = dim3(kHeldThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, held_rows_kernel<T>, r, shape.part_groups);
+}
+
 }  // namespace
 
 cudaError_t launch_lce_rows(const LceRows& r, cudaStream_t stream) {
@@ -184,6 +345,10 @@ cudaError_t launch_lce_rows(const LceRows& r, cudaStream_t stream) {
     };
     const bool grouped = r.math.vocab % kG == 0 && r.ld % kG == 0 && aligned(r.logits, kG * sizeof(float)) &&
                          aligned(r.bias, kG * sizeof(float)) && aligned(r.dlogits, kG * sizeof(T));
+    if constexpr (kG == 4) {
+      const HeldShape shape = grouped ? held_shape(r.math.vocab / kG) : HeldShape{};
+      if (shape.blocks > 0 && held_rows_here<T>()) return launch_held_rows<T>(r, shape, stream);
+    }
     if (grouped) {
       rows_kernel<T, kG><<<static_cast<unsigned>(r.rows), kThreads, 0, stream>>>(r);
     } else {
