@@ -31,7 +31,8 @@ def _autocast_dtype(module: torch.nn.Module, x: torch.Tensor) -> torch.dtype | N
     autocast's matmuls cast a float32 x to, where autocast is on for x's device
     type; else None (the norm's own output dtype)."""
     device = x.device.type
-    if (not module.autocast_output or x.dtype != torch.float32 or not torch.amp.is_autocast_available(device)
+    # (torch.amp.is_autocast_available breaks a torch.compile graph here on torch 2.11.)
+    if (not module.autocast_output or x.dtype != torch.float32 or device not in ("cpu", "cuda")
             or not torch.is_autocast_enabled(device)):
         return None
     return torch.get_autocast_dtype(device)
