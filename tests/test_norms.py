@@ -395,8 +395,10 @@ def test_autocast_output_from_modules():
     assert fusedops.nn.LayerNorm.from_layer_norm(theirs, autocast_output=True).autocast_output
     assert not fusedops.nn.LayerNorm.from_layer_norm(theirs).autocast_output
     rms = fusedops.nn.RMSNorm.from_rms_norm(torch.nn.RMSNorm(16), autocast_output=True)
+    compiled = torch.compile(rms, fullgraph=True, backend="eager")  # the autocast check traces: no graph break
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert rms(torch.randn(2, 16)).dtype == torch.bfloat16
+        assert compiled(torch.randn(2, 16)).dtype == torch.bfloat16
 
 
 # ---- more than 2^31 elements ---------------------------------------------------------------------
