@@ -41,6 +41,19 @@ def _loss_and_grads(x, w, t, b, **options):
     return (loss.detach(), *grads)
 
 
+def _assert_float64_reference(x, w, t, b, reduction):
+    """The loss and gradients (with OPTIONS) are float64 torch's."""
+    got = _loss_and_grads(x, w, t, b, reduction=reduction, **OPTIONS)
+    leaves = [v.detach().double().requires_grad_() for v in (x, w, b)]
+    ref = reference(*leaves[:2], t, leaves[2], reduction=reduction, **OPTIONS)
+    expected = (ref, *torch.autograd.grad(ref, leaves, torch.ones_like(ref)))
+    for g, e in zip(got, expected, strict=True):
+        # bfloat16: the gradient at the logits is rounded to it for the GEMMs, and the gradients once more
+        # (a sum's error up to 1e-3 of its largest element, seen on an H100).
+        tol = dict(rtol=1e-5, atol=1e-6) if x.dtype == torch.float32 else dict(rtol=2e-2, atol=4e-3 * e.abs().max().item())
+        torch.testing.assert_close(g.double(), e, **tol)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("chunk", [1, 5, 36, 37])
@@ -51,15 +64,7 @@ def test_every_chunk_size_gives_the_float64_reference(device, dtype, reduction, 
     1, 2, 9 and 10 here, the last part of a chunk shorter.)"""
     monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", str(chunk))
     x, w, t, b = _inputs(device, dtype)
-    got = _loss_and_grads(x, w, t, b, reduction=reduction, **OPTIONS)
-    leaves = [v.detach().double().requires_grad_() for v in (x, w, b)]
-    ref = reference(*leaves[:2], t, leaves[2], reduction=reduction, **OPTIONS)
-    expected = (ref, *torch.autograd.grad(ref, leaves, torch.ones_like(ref)))
-    for g, e in zip(got, expected, strict=True):
-        # bfloat16: the gradient at the logits is rounded to it for the GEMMs, and the gradients once more
-        # (a sum's error up to 1e-3 of its largest element, seen on an H100).
-        tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=4e-3 * e.abs().max().item())
-        torch.testing.assert_close(g.double(), e, **tol)
+    _assert_float64_reference(x, w, t, b, reduction)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
@@ -119,13 +124,7 @@ def test_long_rows_give_the_float64_reference(dtype, reduction, vocab):
     x, w, _, b = _inputs("cuda", dtype, n=n, hidden=16, vocab=vocab)
     t = torch.randint(0, vocab, (n,), device="cuda")
     t[3], t[11], t[12] = -100, vocab - 1, 0  # an ignored token, the last class, the first
-    got = _loss_and_grads(x, w, t, b, reduction=reduction, **OPTIONS)
-    leaves = [v.detach().double().requires_grad_() for v in (x, w, b)]
-    ref = reference(*leaves[:2], t, leaves[2], reduction=reduction, **OPTIONS)
-    expected = (ref, *torch.autograd.grad(ref, leaves, torch.ones_like(ref)))
-    for g, e in zip(got, expected, strict=True):
-        tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=4e-3 * e.abs().max().item())
-        torch.testing.assert_close(g.double(), e, **tol)
+    _assert_float64_reference(x, w, t, b, reduction)
     t[7] = vocab  # out of range: that token's loss and gradient row NaN, the others' unchanged
     loss, grad_x, _, _ = _loss_and_grads(x, w, t, b, reduction="none")
     rows = torch.arange(n, device="cuda") != 7
