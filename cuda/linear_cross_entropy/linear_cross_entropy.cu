@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kHeldThreads) held_rows_kernel(LceRows r, int6
   __shared__ A shared_lse;
   const RowPart<A> mine = Reduce(temp).Reduce(part, MergeRowParts{});
   if (threadIdx.x == 0) block_part = mine;
-  cluster.sync();  // every block's part written (and its reads of the logits done: dl may be z itself)
+  cluster.sync();  // every block's part written
   const bool in_range = lce_in_range(t, m);
   if (threadIdx.x < 32) {  // lane k reads rank k's part; lane 0 merges them in rank order
     const RowPart<A> p =
@@ -218,6 +218,8 @@ __global__ void __launch_bounds__(kHeldThreads) held_rows_kernel(LceRows r, int6
     }
     store(out, g);
   }
+#else
+  __trap();  // never launched where clusters are not (held_rows_here)
 #endif
 }
 
@@ -286,18 +288,21 @@ struct HeldShape {
   int64_t part_groups = 0;
 };
 
+constexpr int64_t kHeldPart = (64 << 10) / sizeof(Vec<float, 4>), kHeldLongestPart = kHeldPart * 3 / 2;
+
 HeldShape held_shape(int64_t groups) {
-  constexpr int64_t kShortRow = 8192 / 4, kPart = (64 << 10) / sizeof(Vec<float, 4>);
+  constexpr int64_t kShortRow = 8192 / 4;
   if (groups < kShortRow) return {};
   for (int blocks = 1; blocks <= 8; blocks *= 2) {
     const int64_t part = (groups + blocks - 1) / blocks;
-    if (part <= kPart || (blocks == 8 && part <= kPart * 3 / 2)) return {blocks, part};
+    if (part <= kHeldPart || (blocks == 8 && part <= kHeldLongestPart)) return {blocks, part};
   }
   return {};
 }
 
-// Whether held_rows_kernel<T> runs as itself on this device: its code (SASS,
-// or PTX compiled on load) is of sm_90 or newer, where clusters are.
+// Whether held_rows_kernel<T> runs as itself on this device: the code loaded
+// for it was compiled for sm_90 or newer (its PTX version: a newer device
+// compiling an older arch's PTX would run the body compiled out).
 template <typename T>
 bool held_rows_here() {
   cudaFuncAttributes attributes{};
@@ -305,14 +310,17 @@ bool held_rows_here() {
     (void)cudaGetLastError();  // no image for this device: not an error of the launch
     return false;
   }
-  return attributes.binaryVersion >= 90;
+  return attributes.ptxVersion >= 90;
 }
 
 template <typename T>
 cudaError_t launch_held_rows(const LceRows& r, HeldShape shape, cudaStream_t stream) {
   const size_t smem = shape.part_groups * sizeof(Vec<float, 4>);
-  const cudaError_t set = cudaFuncSetAttribute(
-      held_rows_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  // The longest part's bytes, whatever this call's: one value, so that host threads setting it side by side
+  // agree.
+  const cudaError_t set =
+      cudaFuncSetAttribute(held_rows_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kHeldLongestPart * sizeof(Vec<float, 4>)));
   if (set != cudaSuccess) return set;
   // All of shared memory, not the least that one block needs: three blocks a multiprocessor.
   const cudaError_t carveout = cudaFuncSetAttribute(
@@ -347,7 +355,13 @@ cudaError_t launch_lce_rows(const LceRows& r, cudaStream_t stream) {
                          aligned(r.bias, kG * sizeof(float)) && aligned(r.dlogits, kG * sizeof(T));
     if constexpr (kG == 4) {
       const HeldShape shape = grouped ? held_shape(r.math.vocab / kG) : HeldShape{};
-      if (shape.blocks > 0 && held_rows_here<T>()) return launch_held_rows<T>(r, shape, stream);
+      if (shape.blocks > 0 && held_rows_here<T>()) {
+        if (launch_held_rows<T>(r, shape, stream) == cudaSuccess) return cudaSuccess;
+        // Not launched (its cluster not schedulable here, e.g. on a slice of a GPU): a block a row instead,
+        // and no error left behind for the next op (one of the device's, sticky, comes back from the launch
+        // below).
+        (void)cudaGetLastError();
+      }
     }
     if (grouped) {
       rows_kernel<T, kG><<<static_cast<unsigned>(r.rows), kThreads, 0, stream>>>(r);
