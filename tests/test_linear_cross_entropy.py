@@ -41,11 +41,11 @@ def _loss_and_grads(x, w, t, b, **options):
     return (loss.detach(), *grads)
 
 
-def _assert_float64_reference(x, w, t, b, reduction):
-    """The loss and gradients (with OPTIONS) are float64 torch's."""
-    got = _loss_and_grads(x, w, t, b, reduction=reduction, **OPTIONS)
-    leaves = [v.detach().double().requires_grad_() for v in (x, w, b)]
-    ref = reference(*leaves[:2], t, leaves[2], reduction=reduction, **OPTIONS)
+def _assert_float64_reference(x, w, t, b, reduction, options=OPTIONS):
+    """The loss and gradients are float64 torch's."""
+    got = _loss_and_grads(x, w, t, b, reduction=reduction, **options)
+    leaves = [v.detach().double().requires_grad_() for v in (x, w, b) if v is not None]
+    ref = reference(*leaves[:2], t, *leaves[2:], reduction=reduction, **options)
     expected = (ref, *torch.autograd.grad(ref, leaves, torch.ones_like(ref)))
     for g, e in zip(got, expected, strict=True):
         # bfloat16: the gradient at the logits is rounded to it for the GEMMs, and the gradients once more
@@ -119,14 +119,20 @@ def test_an_out_of_range_target_on_cuda_gives_nan_rows_without_a_fault(vocab):
 # On sm_90 and newer a row this long is held by a cluster of 1, 2, 4 and 8 blocks (40004's last part shorter,
 # 150000's parts over 64 KiB); elsewhere a block reads it twice.
 @pytest.mark.parametrize("vocab", [8200, 20000, 40004, 150000])
-def test_long_rows_give_the_float64_reference(dtype, reduction, vocab):
+@pytest.mark.parametrize("plain", [False, True], ids=["bias-options", "plain"])  # plain: a Llama head's loss
+def test_long_rows_give_the_float64_reference(dtype, reduction, vocab, plain):
     n = 19
-    x, w, _, b = _inputs("cuda", dtype, n=n, hidden=16, vocab=vocab)
+    x, w, _, b = _inputs("cuda", dtype, n=n, hidden=16, vocab=vocab, bias=not plain)
     t = torch.randint(0, vocab, (n,), device="cuda")
     t[3], t[11], t[12] = -100, vocab - 1, 0  # an ignored token, the last class, the first
-    _assert_float64_reference(x, w, t, b, reduction)
+    _assert_float64_reference(x, w, t, b, reduction, {} if plain else OPTIONS)
+    if torch.cuda.get_device_capability() >= (9, 0):  # and it was the cluster kernel that ran
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+            _loss_and_grads(x, w, t, b, reduction=reduction)
+            torch.cuda.synchronize()
+        assert any("held_rows_kernel" in event.key for event in profile.key_averages())
     t[7] = vocab  # out of range: that token's loss and gradient row NaN, the others' unchanged
-    loss, grad_x, _, _ = _loss_and_grads(x, w, t, b, reduction="none")
+    loss, grad_x, *_ = _loss_and_grads(x, w, t, b, reduction="none")
     rows = torch.arange(n, device="cuda") != 7
     assert loss[7].isnan() and grad_x[7].isnan().all() and not grad_x[rows].isnan().any()
 
