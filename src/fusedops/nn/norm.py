@@ -1,10 +1,12 @@
 """fusedops.nn's normalization layers: RMSNorm and LayerNorm (over the last
 dimension, state dicts as torch.nn's).
 
-autocast_output=True is for a norm whose output only feeds autocast's matmuls
-(a block's norm before its qkv or fc1 Linear): under autocast a float32 x's
-output comes in autocast's dtype, the values those matmuls would cast it to,
-without the float32 tensor and its cast (and the cast back of its gradient).
+autocast_output=True is for a norm whose output feeds one of autocast's
+matmuls only (a block's norm before its qkv or fc1 Linear): under autocast a
+float32 x's output comes in autocast's dtype, the values that matmul would cast
+it to, without the float32 tensor and its cast (and the cast back of its
+gradient). Where it fed several, their gradients would be summed in autocast's
+dtype, not in float32 as eager sums them.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class RMSNorm(torch.nn.Module):
     means torch.finfo(x.dtype).eps, as in torch.nn.RMSNorm; `variance_epsilon`
     (HF's name) is eps too. autocast_output: see the module's docstring.
     """
+
+    autocast_output = False  # (the class's, for modules pickled before the option)
 
     def __init__(self, dim: int | Sequence[int], eps: float | None = 1e-6, *, offset: float = 0.0,
                  elementwise_affine: bool = True, device: torch.device | str | None = None,
@@ -119,6 +123,8 @@ class LayerNorm(torch.nn.LayerNorm):
     torch.nn.LayerNorm, sharing its parameters. autocast_output: see the
     module's docstring.
     """
+
+    autocast_output = False  # (the class's, for modules pickled before the option)
 
     def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True,
                  bias: bool = True, device: torch.device | str | None = None,

@@ -5,10 +5,10 @@ MLP fc1 -> GELU -> fc2. Here each fc1 and its GELU become one
 fusedops.nn.Linear (the GELU becomes an Identity), each LayerNorm a
 fusedops.nn.LayerNorm holding the same parameters, and each timm Block's
 residual add before norm2 and norm2 itself one fusedops.add_layer_norm (that
-block's forward, an instance attribute). A Block's norm1 and norm2 feed only
-matmuls (its attention's qkv, its MLP's fc1): under autocast they write
-autocast's dtype themselves (autocast_output), which those matmuls would cast
-their float32 outputs to. Each Attention takes q, k and v from its qkv
+block's forward, an instance attribute). A Block's norm1 and norm2 each feed
+one matmul only (its attention's qkv, its MLP's fc1; not where the attention is
+gated): under autocast they write autocast's dtype themselves
+(autocast_output), which those matmuls would cast their float32 outputs to. Each Attention takes q, k and v from its qkv
 projection in an order whose gradient needs one copy instead of two (its
 forward, likewise). State dicts are unchanged: the new modules have the old
 ones' names and parameters.
@@ -56,9 +56,12 @@ def swap_layer_norms(parent: torch.nn.Module) -> int:
 
 
 def norms_feed_matmuls_only(block: torch.nn.Module) -> bool:
-    """Whether a Block's norm1 and norm2 outputs go only into matmuls: those of
-    timm's Attention (qkv, and its gate) and Mlp (fc1) do."""
-    return type(block) is Block and type(block.attn) is Attention and type(block.mlp) is Mlp
+    """Whether a Block's norm1 and norm2 outputs each go into one matmul only:
+    those of timm's Attention (qkv) and Mlp (fc1) do. (A gated Attention's
+    norm1 feeds its gate too: their gradients would meet in autocast's dtype,
+    where eager sums them in float32.)"""
+    return (type(block) is Block and type(block.attn) is Attention and getattr(block.attn, "gate", None) is None
+            and type(block.mlp) is Mlp)
 
 
 def fuse_gelu(mlp: torch.nn.Module) -> int:
