@@ -240,6 +240,57 @@ def test_options_choose_what_is_patched():
     assert fusedops.patch(ours) == {**dict.fromkeys(counts, 0), "MLP": 2, "loss": 1}  # only what was left
 
 
+def loss_holding_mlp_tensors(model, called, **inputs) -> tuple[torch.Tensor, int]:
+    """called(**inputs).loss, and how many tensors of [tokens, intermediate]
+    its graph holds for the backward."""
+    size = inputs["input_ids"].numel() * model.config.intermediate_size
+    held = set()
+
+    def pack(t):
+        if t.dim() and t.shape[-1] == model.config.intermediate_size and t.numel() == size:
+            held.add(t.untyped_storage().data_ptr())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = called(**inputs).loss
+    return loss, len(held)
+
+
+@needs_transformers
+@pytest.mark.parametrize("autocast", [False, True], ids=["float32", "bfloat16-autocast"])
+def test_mlp_holds_gate_and_up_not_their_product(autocast):
+    """The patched MLP holds gate and up for its backward (swiglu's), and
+    down_proj's weight gradient recomputes their product: two [tokens,
+    intermediate] tensors a layer, not three (transformers' own holds four).
+    Under autocast the projection's weight is cast as F.linear casts it, and
+    its gradient reaches the float32 weight; a projection with a hook (LoRA's
+    wrappers, FSDP's units) is called as it is."""
+    ref = causal_lm("llama")
+    ours, _ = patched_copy(ref)
+    ids, mask, labels = tokens()
+    precision = torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast)
+    with precision:
+        loss, held = loss_holding_mlp_tensors(ours, ours, input_ids=ids, attention_mask=mask, labels=labels)
+        expected, held_by_transformers = loss_holding_mlp_tensors(ref, ref, input_ids=ids, attention_mask=mask,
+                                                                  labels=labels)
+    assert (held, held_by_transformers) == (2 * 2, 4 * 2)
+    loss.backward()
+    expected.backward()
+    if not autocast:
+        assert_same_grads(ours, ref, torch.float32)
+    else:  # bfloat16 products and gradients: the same up to their rounding
+        for (name, p), q in zip(ours.named_parameters(), ref.parameters(), strict=True):
+            assert p.grad.dtype == torch.float32
+            torch.testing.assert_close(p.grad, q.grad, rtol=0.05, atol=0.02 * q.grad.abs().max().item(),
+                                       msg=lambda m, name=name: f"{name}: {m}")
+    hooked, _ = patched_copy(ref)
+    calls = []
+    hooked.model.layers[1].mlp.down_proj.register_forward_hook(lambda *args: calls.append(1))
+    with precision:
+        _, held = loss_holding_mlp_tensors(hooked, hooked, input_ids=ids, attention_mask=mask, labels=labels)
+    assert calls == [1] and held == 2 + 3
+
+
 @needs_transformers
 def test_compile_of_the_patched_model():
     ref = causal_lm("llama")
@@ -248,7 +299,8 @@ def test_compile_of_the_patched_model():
     # forward could break a graph. (Inductor's own code for the ops is tested per op.)
     compiled = torch.compile(ours, fullgraph=True, backend="aot_eager")
     ids, mask, labels = tokens()
-    loss = compiled(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss, held = loss_holding_mlp_tensors(ours, compiled, input_ids=ids, attention_mask=mask, labels=labels)
+    assert held == 2 * 2  # gate and up (see test_mlp_holds_gate_and_up_not_their_product)
     expected = reference_loss(ref, ids, mask, labels)
     torch.testing.assert_close(loss.double(), expected, **TOLERANCE[torch.float32])
     loss.backward()

@@ -21,8 +21,12 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.utils.generic import can_return_tuple
 
 import fusedops
+from fusedops import _autograd
+from fusedops.ops import swiglu as swiglu_op
 
 from . import FAMILIES, set_forward
+
+SWIGLU, SWIGLU_BACKWARD = torch.ops.fusedops.swiglu.default, torch.ops.fusedops._swiglu_backward.default
 
 
 def patch(model: torch.nn.Module, enabled: dict[str, bool], counts: dict[str, int]) -> None:
@@ -47,7 +51,51 @@ def rms_norm_forward(norm: torch.nn.Module, hidden_states: torch.Tensor) -> torc
 
 
 def swiglu_mlp_forward(mlp: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    return mlp.down_proj(fusedops.swiglu(mlp.gate_proj(x), mlp.up_proj(x)))
+    gate, up = mlp.gate_proj(x), mlp.up_proj(x)
+    down = mlp.down_proj
+    if type(down) is not torch.nn.Linear or down._forward_hooks or down._forward_pre_hooks:
+        return down(fusedops.swiglu(gate, up))  # a wrapped projection (LoRA, FSDP's own unit, hooks): as called
+    weight, bias = down.weight, down.bias
+    if torch.is_autocast_enabled(gate.device.type):  # F.linear's casts, outside so that their gradients are too
+        dtype = torch.get_autocast_dtype(gate.device.type)
+        weight, bias = weight.to(dtype), bias.to(dtype) if bias is not None else None
+    return SwiGLUDown.apply(gate, up, weight, bias)
+
+
+class SwiGLUDown(torch.autograd.Function):
+    """F.linear(fusedops.swiglu(gate, up), weight, bias) keeping gate and up
+    (which swiglu's backward needs anyway), not their product: the weight's
+    gradient recomputes it, one more pass over gate and up, instead of the MLP
+    holding [tokens, intermediate] from its forward to its backward (128 MiB a
+    layer at 8192 tokens x 8192 in bfloat16)."""
+
+    @staticmethod
+    def forward(gate, up, weight, bias):
+        return F.linear(swiglu_op._swiglu_nograd(gate, up), weight, bias)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        gate, up, weight, bias = inputs
+        ctx.save_for_backward(gate, up, weight)
+        ctx.has_bias = bias is not None
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        gate, up, weight = ctx.saved_tensors
+        rows = grad.reshape(-1, grad.shape[-1])
+        grad_weight = grad_bias = None
+        if ctx.needs_input_grad[2]:
+            # The op swiglu, not the forward's _swiglu_nograd: torch.compile's common-subexpression pass merges
+            # two calls of one op, and the product would be saved after all.
+            product = SWIGLU(gate, up)
+            grad_weight = rows.t() @ product.reshape(-1, product.shape[-1])
+        if ctx.has_bias and ctx.needs_input_grad[3]:
+            grad_bias = rows.sum(0)
+        grad_gate = grad_up = None
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+            grad_gate, grad_up = _autograd.call_backward_op(SWIGLU_BACKWARD, grad @ weight, gate, up)
+        return grad_gate, grad_up, grad_weight, grad_bias
 
 
 def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
