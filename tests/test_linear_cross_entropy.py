@@ -137,6 +137,23 @@ def test_long_rows_give_the_float64_reference(dtype, reduction, vocab, plain):
     assert loss[7].isnan() and grad_x[7].isnan().all() and not grad_x[rows].isnan().any()
 
 
+@pytest.mark.parametrize("vocab", [300, 20000])  # on CUDA 20000 is a long row (sm_90 and newer: held)
+def test_infinite_and_nan_logits_give_torchs_losses(device, vocab):
+    """Rows of infinite logits (+inf and -inf, several at +inf), of +inf
+    only, of -inf only, and with a NaN: each token's loss is torch's (inf or
+    NaN), the other tokens' finite."""
+    x, w, t, _ = _inputs(device, torch.float32, n=7, hidden=16, vocab=vocab, bias=False)
+    with torch.no_grad():
+        w[:, 1] = w[:, 1].abs() + 0.1
+        x[1:4] = 0.0
+        x[1, 0] = x[2, 1] = float("inf")  # x[1]: w[:, 0]'s signs; x[2]: every logit +inf
+        x[3, 1] = -float("inf")  # every logit -inf
+        x[5, 2] = float("nan")
+    loss = fusedops.linear_cross_entropy(x, w, t, reduction="none")
+    expected = reference(x.detach().double(), w.detach().double(), t, reduction="none")
+    torch.testing.assert_close(loss.double(), expected, equal_nan=True, rtol=1e-5, atol=1e-6)
+
+
 def test_the_fused_and_the_recomputing_backward_agree(device):
     """"sum" computes the gradients in the forward, "none" (summed here)
     recomputes the logits in the backward, as create_graph does."""
