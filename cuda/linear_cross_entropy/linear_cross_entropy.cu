@@ -127,7 +127,30 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(LceRows r) {
 // reads the held part: one read of the logits. A thread uses only the groups
 // it copied (no barrier between). The parts merge in rank order (the same bits
 // every call).
+//
+// Read once, the row is bound by instructions, not memory: so no branch a
+// logit. A thread takes its maximum first, then sums exp(z - max) (exp_term);
+// the target's logit is read once, by the thread holding it; the exponentials
+// are the hardware's approximate ones where the gradient is a half type
+// (their error, a few ulp of float32, is far below its rounding).
 constexpr int kHeldThreads = 512;
+
+template <typename T>
+__device__ __forceinline__ float held_exp(float x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return expf(x);
+  } else {
+    return __expf(x);
+  }
+}
+
+// exp(z - top) for a z no larger than top: 1 at the maximum (an infinite one
+// included), 0 for -inf (also where every logit is -inf), NaN for NaN.
+template <typename T>
+[[maybe_unused]] __device__ __forceinline__ float exp_term(float z, float top) {
+  const float e = held_exp<T>(z - top);
+  return z == -INFINITY ? 0.0f : z == top ? 1.0f : e;
+}
 
 template <typename T>
 __global__ void __launch_bounds__(kHeldThreads) held_rows_kernel(LceRows r, int64_t part_groups) {
@@ -144,42 +167,55 @@ __global__ void __launch_bounds__(kHeldThreads) held_rows_kernel(LceRows r, int6
   const A* bias = static_cast<const A*>(r.bias);
   T* dl = r.dlogits != nullptr ? static_cast<T*>(r.dlogits) + row * r.ld : nullptr;
   const int64_t begin = rank * part_groups, end = min(m.vocab / 4, begin + part_groups);
-  const auto store = [&](const Vec<T, 4>& out, int64_t g) {
-    *reinterpret_cast<Vec<T, 4>*>(dl + g * 4) = out;
+  const int count = static_cast<int>(max(end - begin, int64_t(0)));  // groups held here
+  const auto store = [&](const Vec<T, 4>& out, int i) {
+    *reinterpret_cast<Vec<T, 4>*>(dl + (begin + i) * 4) = out;
   };
   if (!lce_counts(t, m)) {  // the whole cluster takes this branch
     if (rank == 0 && threadIdx.x == 0) static_cast<A*>(r.loss)[row] = A(0);
     if (dl != nullptr) {
       const Vec<T, 4> zeros{
           {from_opmath<T>(A(0)), from_opmath<T>(A(0)), from_opmath<T>(A(0)), from_opmath<T>(A(0))}};
-      for (int64_t g = begin + threadIdx.x; g < end; g += kHeldThreads) store(zeros, g);
+      for (int i = threadIdx.x; i < count; i += kHeldThreads) store(zeros, i);
     }
     return;
   }
   extern __shared__ Group held[];  // [part_groups]: this block's logits, then capped plus bias
-  for (int64_t g = begin + threadIdx.x; g < end; g += kHeldThreads)
-    copy_async_16(&held[g - begin], z + g * 4);
+  for (int i = threadIdx.x; i < count; i += kHeldThreads) copy_async_16(&held[i], z + (begin + i) * 4);
   wait_copies();
   const A cap = A(m.softcap);
-  RowPart<A> part{{}, A(0), A(0)};
-  for (int64_t g = begin + threadIdx.x; g < end; g += kHeldThreads) {
-    Group v = held[g - begin];
+  A top = -INFINITY, sum = 0;
+  for (int i = threadIdx.x; i < count; i += kHeldThreads) {
+    Group v = held[i];
     if (bias != nullptr || cap > A(0)) {
-      const Group b = bias != nullptr ? *reinterpret_cast<const Group*>(bias + g * 4) : Group{};
+      const Group b = bias != nullptr ? *reinterpret_cast<const Group*>(bias + (begin + i) * 4) : Group{};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) v.v[i] = lce_capped(v.v[i] + b.v[i], cap);
-      held[g - begin] = v;
+      for (int k = 0; k < 4; ++k) v.v[k] = lce_capped(v.v[k] + b.v[k], cap);
+      held[i] = v;
     }
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      part.lse.add(v.v[i]);
-      part.sum += v.v[i];
-      if (g * 4 + i == t) part.target = v.v[i];
+    for (int k = 0; k < 4; ++k) {
+      top = fmaxf(top, v.v[k]);  // NaN is skipped here and caught by the sum below
+      sum += v.v[k];
     }
+  }
+  RowPart<A> part{{top, A(0)}, sum, A(0)};
+  for (int i = threadIdx.x; i < count; i += kHeldThreads) {
+    const Group v = held[i];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) part.lse.sum += exp_term<T>(v.v[k], top);
+  }
+  // The target's place in this block's part (-1 where it is not here); the thread holding it reads it.
+  const int64_t local = t - begin * 4;
+  const int target_at = local >= 0 && local < int64_t(count) * 4 ? static_cast<int>(local) : -1;
+  if (target_at >= 0 && target_at / 4 % kHeldThreads == int(threadIdx.x)) {
+    part.target = held[target_at / 4].v[target_at % 4];
   }
   using Reduce = cub::BlockReduce<RowPart<A>, kHeldThreads>;
   __shared__ typename Reduce::TempStorage temp;
-  __shared__ RowPart<A> block_part;
+  // Raw bytes: RowPart's member initializers would be a dynamic initialization of shared memory.
+  __shared__ alignas(RowPart<A>) unsigned char block_part_bytes[sizeof(RowPart<A>)];
+  RowPart<A>& block_part = *reinterpret_cast<RowPart<A>*>(block_part_bytes);
   __shared__ A shared_lse;
   const RowPart<A> mine = Reduce(temp).Reduce(part, MergeRowParts{});
   if (threadIdx.x == 0) block_part = mine;
@@ -209,14 +245,22 @@ __global__ void __launch_bounds__(kHeldThreads) held_rows_kernel(LceRows r, int6
   const A lse = shared_lse;
   A w = r.grad != nullptr ? static_cast<const A*>(r.grad)[row * r.grad_stride] : A(1);
   if (r.scale != nullptr) w *= *static_cast<const A*>(r.scale);
-  for (int64_t g = begin + threadIdx.x; g < end; g += kHeldThreads) {
-    const Group v = held[g - begin];
+  // lce_grad without its branches: the smoothing's share, the target's 1 - eps once, NaN rows whole.
+  const A eps = A(m.smoothing), spread = eps / A(m.vocab), hit = A(1) - eps;
+  if (!in_range) w = A(NAN);
+  for (int i = threadIdx.x; i < count; i += kHeldThreads) {
+    const Group v = held[i];
     Vec<T, 4> out;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      out.v[i] = from_opmath<T>(in_range ? lce_grad(v.v[i], lse, g * 4 + i == t, w, m) : A(NAN));
+    for (int k = 0; k < 4; ++k) {
+      A d = held_exp<T>(v.v[k] - lse) - spread - (i * 4 + k == target_at ? hit : A(0));
+      if (cap > A(0)) {
+        const A u = v.v[k] / cap;
+        d *= A(1) - u * u;
+      }
+      out.v[k] = from_opmath<T>(w * d);
     }
-    store(out, g);
+    store(out, i);
   }
 #else
   __trap();  // never launched where clusters are not (held_rows_here)
