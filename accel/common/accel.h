@@ -36,12 +36,12 @@ c10::TypedOperatorHandle<Signature> fusedops_op(const char* name) {
 }
 
 // torch 2.10-2.12 hold autograd nodes in shared_ptr, 2.13 on in intrusive_ptr.
-template <typename N>
-auto make_node() {
+template <typename N, typename... Args>
+auto make_node(Args&&... args) {
 #if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 13
-  return std::shared_ptr<N>(new N(), torch::autograd::deleteNode);
+  return std::shared_ptr<N>(new N(std::forward<Args>(args)...), torch::autograd::deleteNode);
 #else
-  return c10::make_intrusive<N>();
+  return c10::make_intrusive<N>(std::forward<Args>(args)...);
 #endif
 }
 
@@ -138,6 +138,14 @@ struct Libraries {
     autograd_cuda.impl(op, fn);
   }
 };
+
+// The autograd of `backward_op`, the backward of the public op `op`: it runs
+// below autograd, and where its gradients are themselves to be differentiated
+// (create_graph=True) they hang on a node that refuses that, naming `op` and
+// what to use instead. Compiled backward graphs call the backward ops
+// directly: Python's register_autograd kernel cost them ~13 us a call.
+void refuse_double_backward(Libraries& libraries, const char* backward_op, const char* op,
+                            const char* instead = "torch ops");
 
 // Each op file registers its kernels by one FUSEDOPS_ACCEL_OP(name, fn); the
 // registrations run when the loader activates the accelerator, not at load.

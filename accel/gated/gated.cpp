@@ -74,8 +74,14 @@ Tensor geglu_autograd(c10::DispatchKeySet keys, const Tensor& gate, const OptTen
   });
 }
 
-void register_swiglu(Libraries& libraries) { libraries.autograd("swiglu", TORCH_FN(swiglu_autograd)); }
-void register_geglu(Libraries& libraries) { libraries.autograd("geglu", TORCH_FN(geglu_autograd)); }
+void register_swiglu(Libraries& libraries) {
+  libraries.autograd("swiglu", TORCH_FN(swiglu_autograd));
+  refuse_double_backward(libraries, "_swiglu_backward", "swiglu");
+}
+void register_geglu(Libraries& libraries) {
+  libraries.autograd("geglu", TORCH_FN(geglu_autograd));
+  refuse_double_backward(libraries, "_geglu_backward", "geglu");
+}
 
 // swiglu(gate, up)'s C entry.
 PyObject* swiglu_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {

@@ -147,6 +147,9 @@ Tensor linear_cross_entropy_autocast(const Tensor& x, const Tensor& weight, cons
 
 void register_linear_cross_entropy(Libraries& libraries) {
   libraries.autograd("linear_cross_entropy", TORCH_FN(linear_cross_entropy_autograd));
+  for (const char* backward_op : {"_linear_cross_entropy_backward", "_linear_cross_entropy_scale"}) {
+    refuse_double_backward(libraries, backward_op, "linear_cross_entropy", "F.cross_entropy(F.linear(...))");
+  }
   libraries.autocast_cpu.impl(
       "linear_cross_entropy",
       TORCH_FN((linear_cross_entropy_autocast<c10::kCPU, c10::DispatchKey::AutocastCPU>)));

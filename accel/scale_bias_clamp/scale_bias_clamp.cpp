@@ -65,7 +65,10 @@ Tensor sbc_autograd(c10::DispatchKeySet keys, const Tensor& x, const OptTensor& 
   return out;
 }
 
-void register_sbc(Libraries& libraries) { libraries.autograd("scale_bias_clamp", TORCH_FN(sbc_autograd)); }
+void register_sbc(Libraries& libraries) {
+  libraries.autograd("scale_bias_clamp", TORCH_FN(sbc_autograd));
+  refuse_double_backward(libraries, "_scale_bias_clamp_backward", "scale_bias_clamp");
+}
 
 // scale_bias_clamp(x, scale, bias, scale_value, bias_value, min, max)'s C entry.
 PyObject* sbc_entry(PyObject* fallback, PyObject* const* args, Py_ssize_t n) {

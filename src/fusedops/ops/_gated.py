@@ -89,8 +89,8 @@ def register(op: str, nograd: Callable, check_options: Callable[..., None]) -> t
     torch.library.register_fake(f"fusedops::{op}")(shape)
     torch.library.register_fake(f"fusedops::_{op}_nograd")(shape)
     torch.library.register_fake(f"fusedops::_{op}_backward")(backward_shape)
-    if not _autograd.cpp(op):  # else accel/gated/ registered it
+    if not _autograd.cpp(op):  # else accel/gated/ registered both
         torch.library.register_autograd(f"fusedops::{op}", backward, setup_context=_setup_context)
-    torch.library.register_autograd(f"fusedops::_{op}_backward", no_double_backward,
-                                    setup_context=lambda ctx, inputs, output: None)
+        torch.library.register_autograd(f"fusedops::_{op}_backward", no_double_backward,
+                                        setup_context=lambda ctx, inputs, output: None)
     return _autograd.function(f"_{op}_function", nograd, _setup_context, backward)

@@ -126,7 +126,8 @@ def summed_only_from_x(ctx, summed) -> None:
 
 
 def no_double_backward(op: str):
-    """The autograd of a backward op: it is not itself differentiable."""
+    """The autograd of a backward op: it is not itself differentiable. (Where the
+    accelerator is loaded, accel/common/double_backward.cpp's kernel does this.)"""
     def backward(ctx, *grads):
         raise RuntimeError(f"fusedops.{op}: double backward is not supported (its backward is not itself "
                            "differentiable); use torch ops where higher-order gradients are needed")

@@ -103,7 +103,7 @@ def _backward_op(ctx, grad, grad_summed):
     return grad_x, grad_x, grad_weight, grad_bias, None, None
 
 
-if not CPP_AUTOGRAD:  # else accel/norm/ registered it
+if not CPP_AUTOGRAD:  # else accel/norm/ registered both
     torch.library.register_autograd("fusedops::add_layer_norm", _backward_op, setup_context=_setup_op)
-torch.library.register_autograd("fusedops::_add_layer_norm_backward", _norm.no_double_backward("add_layer_norm"),
-                                setup_context=lambda ctx, inputs, output: None)
+    torch.library.register_autograd("fusedops::_add_layer_norm_backward", _norm.no_double_backward("add_layer_norm"),
+                                    setup_context=lambda ctx, inputs, output: None)

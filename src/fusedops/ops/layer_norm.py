@@ -111,7 +111,7 @@ def _backward_op(ctx, grad):
     return (*grads(ctx, grad, None, (x, weight, mean, rstd)), None, None)
 
 
-if not CPP_AUTOGRAD:  # else accel/norm/ registered it
+if not CPP_AUTOGRAD:  # else accel/norm/ registered both
     torch.library.register_autograd("fusedops::layer_norm", _backward_op, setup_context=_setup_op)
-torch.library.register_autograd("fusedops::_layer_norm_backward", _norm.no_double_backward("layer_norm"),
-                                setup_context=lambda ctx, inputs, output: None)
+    torch.library.register_autograd("fusedops::_layer_norm_backward", _norm.no_double_backward("layer_norm"),
+                                    setup_context=lambda ctx, inputs, output: None)

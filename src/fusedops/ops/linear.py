@@ -219,7 +219,7 @@ def _no_double_backward(ctx, *grads):
                        "itself differentiable); use F.linear and torch ops where higher-order gradients are needed")
 
 
-if not CPP_AUTOGRAD:  # else accel/linear/ registered it
+if not CPP_AUTOGRAD:  # else accel/linear/ registered both
     torch.library.register_autograd("fusedops::linear", _backward_linear, setup_context=_setup_linear)
-torch.library.register_autograd("fusedops::_linear_backward", _no_double_backward,
-                                setup_context=lambda ctx, inputs, output: None)
+    torch.library.register_autograd("fusedops::_linear_backward", _no_double_backward,
+                                    setup_context=lambda ctx, inputs, output: None)

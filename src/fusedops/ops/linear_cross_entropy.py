@@ -249,8 +249,8 @@ def _no_double_backward(ctx, *grads):
                        "differentiable); use F.cross_entropy(F.linear(...)) where higher-order gradients are needed")
 
 
-if not CPP_AUTOGRAD:  # else accel/linear_cross_entropy/ registered it
+if not CPP_AUTOGRAD:  # else accel/linear_cross_entropy/ registered all three
     torch.library.register_autograd(f"fusedops::{OP}", _backward_recompute, setup_context=_setup_recompute)
-for _op in ("_linear_cross_entropy_backward", "_linear_cross_entropy_scale"):
-    torch.library.register_autograd(f"fusedops::{_op}", _no_double_backward,
-                                    setup_context=lambda ctx, inputs, output: None)
+    for _op in ("_linear_cross_entropy_backward", "_linear_cross_entropy_scale"):
+        torch.library.register_autograd(f"fusedops::{_op}", _no_double_backward,
+                                        setup_context=lambda ctx, inputs, output: None)

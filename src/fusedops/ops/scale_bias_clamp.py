@@ -128,9 +128,9 @@ def _no_double_backward(ctx, *grads):
     raise RuntimeError("fusedops.scale_bias_clamp: double backward is not supported")
 
 
-if not CPP_AUTOGRAD:  # else accel/scale_bias_clamp/ registered it
+if not CPP_AUTOGRAD:  # else accel/scale_bias_clamp/ registered both
     torch.library.register_autograd("fusedops::scale_bias_clamp", _backward, setup_context=_setup_context)
-# The backward op is not differentiable: a double backward fails loudly
-# instead of giving wrong gradients.
-torch.library.register_autograd("fusedops::_scale_bias_clamp_backward", _no_double_backward)
+    # The backward op is not differentiable: a double backward fails loudly
+    # instead of giving wrong gradients.
+    torch.library.register_autograd("fusedops::_scale_bias_clamp_backward", _no_double_backward)
 _ScaleBiasClamp = _autograd.function("_ScaleBiasClamp", _sbc_nograd, _setup_context, _backward)
