@@ -24,7 +24,8 @@ class RefuseDoubleBackward final : public c10::OperatorKernel {
     }
     below_autograd([&] { op.redispatchBoxed(keys & c10::after_autograd_keyset, stack); });
     if (differentiable.empty()) return;
-    auto node = make_node<torch::autograd::Error>(message_, torch::autograd::collect_next_edges(differentiable));
+    auto node =
+        make_node<torch::autograd::Error>(message_, torch::autograd::collect_next_edges(differentiable));
     for (auto it = stack->end() - op.schema().returns().size(); it != stack->end(); ++it) {
       if (it->isTensor() && it->toTensor().defined()) torch::autograd::set_history(it->toTensor(), node);
     }
@@ -36,11 +37,13 @@ class RefuseDoubleBackward final : public c10::OperatorKernel {
 
 }  // namespace
 
-void refuse_double_backward(Libraries& libraries, const char* backward_op, const char* op, const char* instead) {
-  const std::string message = std::string("fusedops.") + op +
-                              ": double backward is not supported (its backward is not itself differentiable); "
-                              "use " +
-                              instead + " where higher-order gradients are needed";
+void refuse_double_backward(Libraries& libraries, const char* backward_op, const char* op,
+                            const char* instead) {
+  const std::string message =
+      std::string("fusedops.") + op +
+      ": double backward is not supported (its backward is not itself differentiable); "
+      "use " +
+      instead + " where higher-order gradients are needed";
   for (torch::Library* library : {&libraries.autograd_cpu, &libraries.autograd_cuda}) {
     library->impl(backward_op,
                   torch::CppFunction::makeFromBoxedFunctor(std::make_unique<RefuseDoubleBackward>(message)));
