@@ -1,7 +1,8 @@
-"""linear_cross_entropy's own semantics: chunk boundaries (the chunk size forced
-small through FUSEDOPS_LCE_CHUNK_ROWS), all targets ignored, out-of-range
-targets (an error on the CPU, NaN rows on CUDA), the same gradient bits every
-call, the fused (gradients in the forward) and recomputing backwards, autocast,
+"""linear_cross_entropy's own semantics: chunk and vocab-slab boundaries (their
+sizes forced small through FUSEDOPS_LCE_CHUNK_ROWS and FUSEDOPS_LCE_SLAB_COLS),
+all targets ignored, out-of-range targets (an error on the CPU, NaN rows on
+CUDA), the same gradient bits every call, the fused (gradients in the forward),
+vocab-slab and recomputing backwards and the rule between them, autocast,
 CUDA graphs with no host synchronization, peak memory (CPU and CUDA), the nn
 module. The generic checks (test_every_op.py, test_cuda_robustness.py) run on
 its samples in samples/linear_cross_entropy.py: every reduction, smoothing,
@@ -10,6 +11,7 @@ softcap, int32 targets, odd and empty sizes, layouts."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -67,11 +69,27 @@ def test_every_chunk_size_gives_the_float64_reference(device, dtype, reduction, 
     _assert_float64_reference(x, w, t, b, reduction)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("slab", [1, 5, 28, 29])
+def test_every_slab_width_gives_the_float64_reference(device, dtype, reduction, slab, monkeypatch):
+    """The backward by vocab slabs from the forward's log-sum-exp: slabs of
+    one class, a width that leaves a narrow last slab, one class short of the
+    vocab, all of it; chunks of 8 tokens in the forward. (In bfloat16 on CUDA
+    a slab's logits come a quarter of the tokens at a time: 10 here.)"""
+    monkeypatch.setenv("FUSEDOPS_LCE_ALGORITHM", "slabs")
+    monkeypatch.setenv("FUSEDOPS_LCE_SLAB_COLS", str(slab))
+    monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", "8")
+    x, w, t, b = _inputs(device, dtype)
+    _assert_float64_reference(x, w, t, b, reduction)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
-@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.parametrize("reduction", ["mean", "none"])  # "none" goes by vocab slabs
 @pytest.mark.parametrize("vocab", [300, 40004])  # on CUDA (sm_90 and newer) 40004 is held by 4 blocks a row
 def test_gradients_are_the_same_bits_every_call(device, dtype, reduction, vocab, monkeypatch):
     monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", "8")  # weight's gradient summed over 5 chunks
+    monkeypatch.setenv("FUSEDOPS_LCE_SLAB_COLS", "128")  # x's summed over 3 or 313 slabs
     x, w, t, b = _inputs(device, dtype, n=37, hidden=40, vocab=vocab)
     first, second = (_loss_and_grads(x, w, t, b, reduction=reduction) for _ in range(2))
     assert all(torch.equal(a, c) for a, c in zip(first, second, strict=True))
@@ -154,18 +172,55 @@ def test_infinite_and_nan_logits_give_torchs_losses(device, vocab):
     torch.testing.assert_close(loss.double(), expected, equal_nan=True, rtol=1e-5, atol=1e-6)
 
 
-def test_the_fused_and_the_recomputing_backward_agree(device):
-    """"sum" computes the gradients in the forward, "none" (summed here)
-    recomputes the logits in the backward, as create_graph does."""
+def test_the_fused_the_slab_and_the_recomputing_backward_agree(device, monkeypatch):
+    """"sum" computes the gradients in the forward; "none" (summed here), and
+    "sum" where chosen, goes by vocab slabs in the backward; create_graph
+    recomputes each chunk's logits."""
     x, w, t, b = _inputs(device, torch.float32)
     fused = _loss_and_grads(x, w, t, b, reduction="sum", **OPTIONS)
     loss = fusedops.linear_cross_entropy(x, w, t, b, reduction="none", **OPTIONS).sum()
-    recomputed = (loss, *torch.autograd.grad(loss, (x, w, b)))
+    by_slabs = (loss, *torch.autograd.grad(loss, (x, w, b)))
     loss = fusedops.linear_cross_entropy(x, w, t, b, reduction="sum", **OPTIONS)
     under_create_graph = (loss, *torch.autograd.grad(loss, (x, w, b), create_graph=True))
-    for f, r, c in zip(fused, recomputed, under_create_graph, strict=True):
-        torch.testing.assert_close(f, r, rtol=1e-5, atol=1e-6)
+    monkeypatch.setenv("FUSEDOPS_LCE_ALGORITHM", "slabs")
+    sum_by_slabs = _loss_and_grads(x, w, t, b, reduction="sum", **OPTIONS)
+    for f, s, c, ss in zip(fused, by_slabs, under_create_graph, sum_by_slabs, strict=True):
+        torch.testing.assert_close(f, s, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(f, c.detach(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(f, ss, rtol=1e-5, atol=1e-6)
+
+
+class _OpsCalled(torch.utils._python_dispatch.TorchDispatchMode):
+    """The fusedops ops called below autograd."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "fusedops":
+            self.names.append(func._opname)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("vocab, hidden, reduction, expected", [
+    (29, 24, "mean", ["_linear_cross_entropy_forward", "_linear_cross_entropy_scale"]),
+    (29, 24, "none", ["_linear_cross_entropy_lse", "_linear_cross_entropy_backward"]),
+    # weight's float32 gradient would be 1 GiB + 4 bytes a row: by slabs
+    (1 << 14, (1 << 14) + 1, "mean", ["_linear_cross_entropy_lse", "_linear_cross_entropy_backward"]),
+    (1 << 14, 1 << 14, "sum", ["_linear_cross_entropy_forward", "_linear_cross_entropy_scale"]),
+])
+def test_the_rule_between_the_fused_and_the_slab_backward(vocab, hidden, reduction, expected):
+    """Which ops a loss and its backward run, on fake tensors (the ops' fake
+    kernels: no memory)."""
+    with torch._subclasses.FakeTensorMode():
+        x = torch.empty(4, hidden, requires_grad=True)
+        w = torch.empty(vocab, hidden, requires_grad=True)
+        t = torch.zeros(4, dtype=torch.int64)
+    with _OpsCalled() as called:
+        loss = fusedops.linear_cross_entropy(x, w, t, reduction=reduction)
+        torch.autograd.grad(loss, (x, w), torch.ones_like(loss))
+    assert list(dict.fromkeys(n for n in called.names if n.startswith("_linear"))) == expected
 
 
 def test_the_sum_scaled_by_the_items_of_a_batch_is_hfs_loss(device):
@@ -188,12 +243,18 @@ def test_autocast_casts_like_linear(device):
         assert g.dtype == torch.float32 and torch.equal(g, e.float())
 
 
-def test_the_chunk_size_variable_is_checked(monkeypatch):
-    monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", "0")
+@pytest.mark.parametrize("variable, value, expected", [
+    ("FUSEDOPS_LCE_CHUNK_ROWS", "0", "unset or a positive integer"),
+    ("FUSEDOPS_LCE_SLAB_COLS", "x", "unset or a positive integer"),
+    ("FUSEDOPS_LCE_ALGORITHM", "vocab", 'unset, "chunks" or "slabs"'),
+])
+def test_the_environment_variables_are_checked(variable, value, expected, monkeypatch):
+    monkeypatch.setenv(variable, value)
     x, w, t, b = _inputs("cpu", torch.float32, n=4)
-    with pytest.raises(RuntimeError, match=r"^fusedops\.linear_cross_entropy: the environment variable "
-                                           r"FUSEDOPS_LCE_CHUNK_ROWS must be unset or a positive integer, got \"0\""):
-        fusedops.linear_cross_entropy(x, w, t, b)
+    with pytest.raises(RuntimeError, match=rf"^fusedops\.linear_cross_entropy: the environment variable "
+                                           rf"{variable} must be {re.escape(expected)}, got \"{value}\""):
+        loss = fusedops.linear_cross_entropy(x, w, t, b, reduction="none")
+        loss.sum().backward()
 
 
 def test_the_forward_op_takes_mean_or_sum_only():
@@ -246,6 +307,28 @@ def test_peak_memory_is_a_chunk_of_logits_not_all(monkeypatch):
     assert extra < 64 << 20, f"{extra / 2**20:.1f} MiB above the inputs and gradients"
 
 
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+def test_peak_memory_by_slabs_holds_no_accumulator_of_weights_gradient(monkeypatch):
+    """4096 tokens x 131072 classes x 256: weight's float32 gradient
+    accumulator would be 128 MiB. By slabs of 1024 classes the backward holds
+    a slab's gradient at the logits (8 MiB), its float32 logits a quarter of the
+    tokens at a time (4 MiB), weight's gradient of the slab (1 MiB) and x's
+    float32 accumulator (4 MiB); the forward a chunk of 64 tokens' logits
+    (32 MiB); beside them cuBLASLt's workspace, at most 32 MiB."""
+    monkeypatch.setenv("FUSEDOPS_LCE_ALGORITHM", "slabs")
+    monkeypatch.setenv("FUSEDOPS_LCE_SLAB_COLS", "1024")
+    monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", "64")
+    x, w, t, _ = _inputs("cuda", torch.bfloat16, n=4096, hidden=256, vocab=1 << 17, bias=False)
+    _loss_and_grads(x, w, t, None)  # warm-up
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    grads = _loss_and_grads(x, w, t, None)
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base - sum(g.numel() * g.element_size() for g in grads)
+    assert extra < 96 << 20, f"{extra / 2**20:.1f} MiB above the inputs and gradients"
+
+
 # One fwd+bwd in a fresh process: its peak resident memory above what it held before.
 PEAK_RSS = r"""
 import gc, resource, torch, fusedops
@@ -262,12 +345,14 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
 """
 
 
-def test_peak_memory_on_the_cpu_is_a_chunk_of_logits_not_all():
+@pytest.mark.parametrize("algorithm", ["chunks", "slabs"])
+def test_peak_memory_on_the_cpu_is_a_chunk_of_logits_not_all(algorithm):
     """2048 tokens x 16384 classes: 128 MiB of float32 logits (all at once, the
     peak grows by 137 MB); chunks of 128 tokens hold 8 MiB (beside them: the
-    gradients' float32 accumulators, 1.2 MiB). Measured as the growth of a fresh
-    process's peak resident memory."""
-    env = dict(os.environ, FUSEDOPS_LCE_CHUNK_ROWS="128", OMP_NUM_THREADS="2")
+    gradients' float32 accumulators, 1.2 MiB), and so do slabs of 1024 classes.
+    Measured as the growth of a fresh process's peak resident memory."""
+    env = dict(os.environ, FUSEDOPS_LCE_CHUNK_ROWS="128", FUSEDOPS_LCE_SLAB_COLS="1024",
+               FUSEDOPS_LCE_ALGORITHM=algorithm, OMP_NUM_THREADS="2")
     run = subprocess.run([sys.executable, "-c", PEAK_RSS], capture_output=True, text=True, timeout=300, env=env,
                          check=True)
     extra = int(run.stdout.split()[-1])

@@ -3,11 +3,16 @@
 // (_linear_cross_entropy_forward: three GEMMs a chunk, float32, unrounded) and
 // the backward multiplies them by the incoming gradient
 // (_linear_cross_entropy_scale). With "none", whose incoming gradient is one a
-// token, and under create_graph, the backward recomputes each chunk's logits
-// (_linear_cross_entropy_backward), whose own autograd refuses a second
-// derivative. The cuBLAS math flags go down as cublas_math = -1: the stable
-// library reads them when its kernel runs.
+// token, and where weight's float32 gradient would be over 1 GiB
+// (by_slabs), the forward keeps the rows' log-sum-exp
+// (_linear_cross_entropy_lse) and the backward goes by vocab slabs from it
+// (_linear_cross_entropy_backward); under create_graph it recomputes, through
+// that op, whose own autograd refuses a second derivative. The cuBLAS math
+// flags go down as cublas_math = -1: the stable library reads them when its
+// kernel runs.
 #include <ATen/autocast_mode.h>
+
+#include <cstdlib>
 
 #include "accel/common/accel.h"
 #include "accel/common/python.h"
@@ -23,10 +28,14 @@ using LceForwardSignature = std::tuple<Tensor, Tensor, Tensor, Tensor>(const Ten
                                                                        int64_t, c10::string_view, double,
                                                                        OptDouble, std::array<bool, 3>,
                                                                        int64_t);
+using LceLseSignature = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
+                                                   const OptTensor&, int64_t, c10::string_view, double,
+                                                   OptDouble, int64_t);
 using LceBackwardSignature = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
                                                                 const Tensor&, const OptTensor&, int64_t,
                                                                 c10::string_view, double, OptDouble,
-                                                                std::array<bool, 3>, int64_t);
+                                                                std::array<bool, 3>, int64_t,
+                                                                const OptTensor&);
 using LceScaleSignature = Tensor(const Tensor&, const Tensor&, at::ScalarType);
 
 // The node's inputs: x, weight, target, bias; gradients for 0, 1 and 3.
@@ -34,8 +43,9 @@ constexpr std::array<size_t, 3> kLceGradInputs{0, 1, 3};
 
 struct LinearCrossEntropyBackward final : torch::autograd::Node {
   torch::autograd::SavedVariable x, weight, target, bias;
-  // The forward's float32 gradients (mean and sum), each where asked for.
+  // The forward's float32 gradients (fused), each where asked for; or its rows' log-sum-exp (by vocab slabs).
   std::array<torch::autograd::SavedVariable, 3> saved;
+  torch::autograd::SavedVariable lse;
   bool fused = false, has_bias = false;
   int64_t ignore_index = -100;
   std::string reduction;
@@ -69,20 +79,36 @@ struct LinearCrossEntropyBackward final : torch::autograd::Node {
 
   std::array<Tensor, 3> recomputed(const Tensor& grad, const std::array<bool, 3>& mask) {
     static const auto backward = fusedops_op<LceBackwardSignature>("_linear_cross_entropy_backward");
-    const Tensor b = unpack(bias);
+    const Tensor b = unpack(bias), l = unpack(lse);
     auto [grad_x, grad_weight, grad_bias] = backward_call([&] {
       return backward.call(grad, unpack(x), unpack(weight), unpack(target),
                            b.defined() ? OptTensor(b) : std::nullopt, ignore_index, reduction,
-                           label_smoothing, softcap, mask, cublas_math);
+                           label_smoothing, softcap, mask, cublas_math,
+                           l.defined() ? OptTensor(l) : std::nullopt);
     });
     return {std::move(grad_x), std::move(grad_weight), std::move(grad_bias)};
   }
 
   void release_variables() override {
-    for (auto* v : {&x, &weight, &target, &bias, &saved[0], &saved[1], &saved[2]}) v->reset_data();
+    for (auto* v : {&x, &weight, &target, &bias, &saved[0], &saved[1], &saved[2], &lse}) v->reset_data();
   }
   std::string name() const override { return "fusedops::LinearCrossEntropyBackward"; }
 };
+
+// Whether the gradients go by vocab slabs: for "none", and where weight's float32 gradient accumulator would
+// be over 1 GiB; FUSEDOPS_LCE_ALGORITHM=chunks or slabs chooses. The Python autograd
+// (src/fusedops/ops/linear_cross_entropy.py, _by_slabs) has the same rule.
+bool by_slabs(const Tensor& weight, c10::string_view reduction) {
+  const char* algorithm = std::getenv("FUSEDOPS_LCE_ALGORITHM");
+  const std::string_view chosen = algorithm != nullptr ? algorithm : "";
+  TORCH_CHECK(algorithm == nullptr || chosen == "chunks" || chosen == "slabs",
+              "fusedops.linear_cross_entropy: the environment variable FUSEDOPS_LCE_ALGORITHM must be unset, "
+              "\"chunks\" or \"slabs\", got \"",
+              chosen, "\"");
+  if (reduction == "none" || chosen == "slabs") return true;
+  constexpr int64_t kSlabsAbove = int64_t(1) << 28;
+  return algorithm == nullptr && weight.size(0) * weight.size(1) > kSlabsAbove;
+}
 
 Tensor linear_cross_entropy_autograd(c10::DispatchKeySet keys, const Tensor& x, const Tensor& weight,
                                      const Tensor& target, const OptTensor& bias, int64_t ignore_index,
@@ -90,6 +116,7 @@ Tensor linear_cross_entropy_autograd(c10::DispatchKeySet keys, const Tensor& x, 
                                      int64_t cublas_math) {
   static const auto loss_op = fusedops_op<LceLossSignature>("linear_cross_entropy");
   static const auto forward_op = fusedops_op<LceForwardSignature>("_linear_cross_entropy_forward");
+  static const auto lse_op = fusedops_op<LceLseSignature>("_linear_cross_entropy_lse");
   refuse_forward_ad("linear_cross_entropy", x, weight, bias);
   const auto plain = [&] {
     return loss_op.redispatch(keys & c10::after_autograd_keyset, x, weight, target, bias, ignore_index,
@@ -101,7 +128,7 @@ Tensor linear_cross_entropy_autograd(c10::DispatchKeySet keys, const Tensor& x, 
   node->has_bias = bias.has_value() && bias->defined();
   const std::array<bool, 3> mask{x.requires_grad(), weight.requires_grad(),
                                  node->has_bias && bias->requires_grad()};
-  node->fused = reduction != "none";
+  node->fused = !by_slabs(weight, reduction);
   Tensor loss;
   if (node->fused) {
     auto [out, grad_x, grad_weight, grad_bias] = below_autograd([&] {
@@ -114,7 +141,12 @@ Tensor linear_cross_entropy_autograd(c10::DispatchKeySet keys, const Tensor& x, 
       if (mask[i]) node->saved[i] = torch::autograd::SavedVariable(grads[i], false);
     }
   } else {
-    loss = below_autograd(plain);
+    auto [out, lse] = below_autograd([&] {
+      return lse_op.call(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap,
+                         cublas_math);
+    });
+    loss = out;
+    node->lse = torch::autograd::SavedVariable(lse, false);
   }
   node->x = torch::autograd::SavedVariable(x, false);
   node->weight = torch::autograd::SavedVariable(weight, false);

@@ -4,8 +4,9 @@
 //   Tensor weight()                     weight as the GEMMs' operand
 //   Tensor x_rows(begin, rows)          x's rows as the GEMMs' operand
 //   ScalarType operand_dtype()          their dtype (the gradient at the logits is of it)
-//   void mm(out, a, b, accumulate)      out (opmath, contiguous) (+)= a . b
+//   void mm(out, a, b, accumulate)      out (opmath, or of the operands' dtype; contiguous) (+)= a . b
 //   void rows(const LceRows&)           a chunk's row math (cuda/linear_cross_entropy/lce_math.h)
+//   void slab_grad(const LceSlab&)      a vocab slab's gradient at the logits (lce_math.h)
 //   void column_sums(acc, dl, accumulate)   acc[j] (+)= sum_i dl[i, j], in row order
 //   void count(counts)                  counts = (n, 1 / n), n the targets not ignored
 //   void total(out, loss, count)        out = sum(loss) (/ *count), in a fixed order
@@ -37,6 +38,7 @@ inline Tensor as_type(const Tensor& t, ScalarType dtype) {
 // gradient by: factor (a 0-dim tensor, or one a token) times scale (0-dim).
 struct ChunkOutputs {
   Tensor loss;                           // [N]
+  OptTensor lse = std::nullopt;          // [N]: the rows' log-sum-exp
   OptTensor grad_x = std::nullopt;       // [N, H]
   OptTensor grad_weight = std::nullopt;  // [V, H]
   OptTensor grad_bias = std::nullopt;    // [V]
@@ -82,6 +84,7 @@ void run_chunks(Device& dev, const LceProblem& p, ChunkOutputs& out) {
       r.logits = lc.const_data_ptr();
       r.target = static_cast<const int64_t*>(rows_of(p.target, first, m).const_data_ptr());
       r.loss = rows_of(out.loss, first, m).mutable_data_ptr();
+      r.lse = out.lse ? rows_of(*out.lse, first, m).mutable_data_ptr() : nullptr;
       r.dlogits = grads ? rows_of(dl, part, m).mutable_data_ptr() : nullptr;
       r.grad = !out.factor ? nullptr
                : per_token ? rows_of(*out.factor, first, m).const_data_ptr()
@@ -94,6 +97,78 @@ void run_chunks(Device& dev, const LceProblem& p, ChunkOutputs& out) {
     if (out.grad_x) dev.mm(rows_of(*out.grad_x, begin, n), dlc, weight, false);
     if (out.grad_weight) dev.mm(*out.grad_weight, transpose2d(dlc), xc, begin > 0);
     if (out.grad_bias) dev.column_sums(*out.grad_bias, dlc, begin > 0);
+  }
+}
+
+// The first `rows * cols` elements of a flat buffer as a contiguous [rows, cols] matrix.
+inline Tensor matrix_in(Tensor flat, int64_t rows, int64_t cols) {
+  return torch::stable::view(torch::stable::narrow(flat, 0, 0, rows * cols), {rows, cols});
+}
+
+// The gradients a slab of the vocab at a time, from the rows' log-sum-exp of a first pass (loss_and_lse): for
+// each slab, its logits for all tokens (recomputed, a part of the rows at a time), their gradient G [N,
+// slab], then weight's gradient for the slab, G^T . x, one GEMM over all tokens rounded once to its dtype (no
+// [V, H] accumulator), and x's, G . weight[slab], accumulated slab after slab in opmath [N, H]. Four GEMMs in
+// all with the first pass's, against the token chunks' three: the memory of a slab instead of weight's opmath
+// gradient. `grad_weight` is in weight's dtype; the other outputs opmath.
+template <typename Device>
+void run_slabs(Device& dev, const LceProblem& p, const Tensor& lse, ChunkOutputs& out) {
+  if (p.rows == 0) {
+    if (out.grad_weight) torch::stable::zero_(*out.grad_weight);
+    if (out.grad_bias) torch::stable::zero_(*out.grad_bias);
+    return;
+  }
+  const bool own_dl = dev.operand_dtype() != p.opmath;
+  const int64_t N = p.rows, V = p.math.vocab, slab = std::min(lce_slab_cols(p, own_dl), V);
+  const int64_t logit_rows = own_dl ? (N + kLogitsShare - 1) / kLogitsShare : N;
+  const Tensor weight = dev.weight(), x = dev.x_rows(0, N);
+  Tensor bias;
+  if (has_bias(p.bias)) bias = as_type(*p.bias, p.opmath);
+  const Tensor logits_flat = empty(p.x, {logit_rows * slab}, p.opmath);
+  const Tensor dl_flat = own_dl ? empty(p.x, {N * slab}, dev.operand_dtype()) : logits_flat;
+  // Weight's gradient straight from the GEMM (rounded once in it) where the operands are of its dtype, else
+  // through an opmath slab.
+  const bool dw_direct = dev.operand_dtype() == p.dtype;
+  const Tensor dw_slab = out.grad_weight && !dw_direct ? empty(p.x, {slab * p.hidden}, p.opmath) : Tensor();
+  const bool per_token = out.factor && out.factor->dim() > 0;
+  LceSlab s{.dtype = to_dtype(dev.operand_dtype()),
+            .bias = has_bias(p.bias) ? bias.const_data_ptr() : nullptr,
+            .lse = lse.const_data_ptr(),
+            .grad_stride = per_token ? 1 : 0,
+            .scale = out.scale ? out.scale->const_data_ptr() : nullptr,
+            .math = p.math};
+  for (int64_t col0 = 0; col0 < V; col0 += slab) {
+    const int64_t cols = std::min(slab, V - col0);
+    const Tensor ws = rows_of(weight, col0, cols);
+    const Tensor dl = matrix_in(dl_flat, N, cols);
+    for (int64_t first = 0; first < N; first += logit_rows) {
+      const int64_t m = std::min(logit_rows, N - first);
+      const Tensor lc = matrix_in(logits_flat, m, cols);
+      dev.mm(lc, rows_of(x, first, m), transpose2d(ws), false);
+      s.logits = lc.const_data_ptr();
+      s.target = static_cast<const int64_t*>(rows_of(p.target, first, m).const_data_ptr());
+      s.lse = rows_of(lse, first, m).const_data_ptr();
+      s.dlogits = rows_of(dl, first, m).mutable_data_ptr();
+      s.grad = !out.factor ? nullptr
+               : per_token ? rows_of(*out.factor, first, m).const_data_ptr()
+                           : out.factor->const_data_ptr();
+      s.rows = m;
+      s.ld = cols;
+      s.col0 = col0;
+      s.cols = cols;
+      dev.slab_grad(s);
+    }
+    if (out.grad_x) dev.mm(*out.grad_x, dl, ws, col0 > 0);
+    if (out.grad_weight) {
+      Tensor dst = rows_of(*out.grad_weight, col0, cols);
+      const Tensor dw = dw_direct ? dst : matrix_in(dw_slab, cols, p.hidden);
+      dev.mm(dw, transpose2d(dl), x, false);
+      if (!dw_direct) torch::stable::copy_(dst, dw);
+    }
+    if (out.grad_bias) {
+      Tensor db = torch::stable::narrow(*out.grad_bias, 0, col0, cols);
+      dev.column_sums(db, dl, false);
+    }
   }
 }
 
@@ -115,8 +190,9 @@ Tensor reduce_loss(Device& dev, const LceProblem& p, const Tensor& loss, const O
   return out;
 }
 
-inline OptTensor accumulator(bool wanted, const LceProblem& p, std::vector<int64_t> sizes) {
-  return wanted ? OptTensor(empty(p.x, sizes, p.opmath)) : std::nullopt;
+inline OptTensor accumulator(bool wanted, const LceProblem& p, std::vector<int64_t> sizes,
+                             std::optional<ScalarType> dtype = std::nullopt) {
+  return wanted ? OptTensor(empty(p.x, sizes, dtype.value_or(p.opmath))) : std::nullopt;
 }
 
 // The public op: the loss.
@@ -126,6 +202,16 @@ Tensor loss(Device& dev, const LceProblem& p) {
   ChunkOutputs out{.loss = empty(p.x, {p.rows}, p.opmath)};
   run_chunks(dev, p, out);
   return reduce_loss(dev, p, out.loss, counts);
+}
+
+// _linear_cross_entropy_lse: the loss and the rows' log-sum-exp (opmath [N]), which the backward's vocab
+// slabs start from.
+template <typename Device>
+std::tuple<Tensor, Tensor> loss_and_lse(Device& dev, const LceProblem& p) {
+  const OptTensor counts = mean_counts(dev, p);
+  ChunkOutputs out{.loss = empty(p.x, {p.rows}, p.opmath), .lse = empty(p.x, {p.rows}, p.opmath)};
+  run_chunks(dev, p, out);
+  return {reduce_loss(dev, p, out.loss, counts), *out.lse};
 }
 
 // _linear_cross_entropy_forward: the loss and its opmath gradients.
@@ -150,21 +236,28 @@ LceForward forward(Device& dev, const LceProblem& p, const std::vector<bool>& ma
           out.grad_bias.value_or(none)};
 }
 
-// _linear_cross_entropy_backward: the gradients for `grad`, in x's dtype.
+// _linear_cross_entropy_backward: the gradients for `grad`, in x's dtype: from the forward's log-sum-exp by
+// vocab slabs (run_slabs) where it is given, else by token chunks with each chunk's logits recomputed.
 template <typename Device>
-Grads3 backward(Device& dev, const LceProblem& p, const Tensor& grad, const std::vector<bool>& mask) {
+Grads3 backward(Device& dev, const LceProblem& p, const Tensor& grad, const std::vector<bool>& mask,
+                const OptTensor& lse) {
   FUSEDOPS_CHECK(mask.size() == 3, kLinearCrossEntropy, "output_mask must have 3 elements, got ",
                  mask.size());
   lce_check_grad(grad, p);
+  if (lse) lce_check_lse(*lse, p);
   const OptTensor counts = mean_counts(dev, p);
   const bool per_token = p.reduction == Reduction::None;
   ChunkOutputs out{.loss = empty(p.x, {p.rows}, p.opmath),
                    .grad_x = accumulator(mask[0], p, {p.rows, p.hidden}),
-                   .grad_weight = accumulator(mask[1], p, {p.math.vocab, p.hidden}),
+                   .grad_weight = accumulator(mask[1], p, {p.math.vocab, p.hidden}, lse ? p.dtype : p.opmath),
                    .grad_bias = accumulator(mask[2] && has_bias(p.bias), p, {p.math.vocab}),
                    .factor = per_token ? torch::stable::reshape(as_type(grad, p.opmath), {p.rows}) : grad,
                    .scale = counts ? OptTensor(rows_of(*counts, 1, 1)) : std::nullopt};
-  run_chunks(dev, p, out);
+  if (lse) {
+    run_slabs(dev, p, *lse, out);
+  } else {
+    run_chunks(dev, p, out);
+  }
   const auto rounded = [&](const OptTensor& acc) { return acc ? as_type(*acc, p.dtype) : Tensor(); };
   const Tensor grad_x = out.grad_x ? torch::stable::view(rounded(out.grad_x), p.x_shape) : Tensor();
   return fill_unrequested({grad_x, rounded(out.grad_weight), rounded(out.grad_bias)},

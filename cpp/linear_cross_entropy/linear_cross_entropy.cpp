@@ -104,7 +104,34 @@ void lce_check_grad(const Tensor& grad, const LceProblem& p) {
                  " must have the loss's shape ", ShapeText{expected});
 }
 
+void lce_check_lse(const Tensor& lse, const LceProblem& p) {
+  FUSEDOPS_CHECK(lse.scalar_type() == p.opmath, kOp, "lse must have the loss's dtype (", dtype_name(p.opmath),
+                 "), got ", dtype_name(lse.scalar_type()));
+  const torch::stable::Device dl = lse.device(), dx = p.x.device();
+  FUSEDOPS_CHECK(dl.type() == dx.type() && dl.index() == dx.index(), kOp,
+                 "lse must be on the same device as x (", device_name(p.x), "), got ", device_name(lse));
+  FUSEDOPS_CHECK(lse.dim() == 1 && lse.size(0) == p.rows && lse.is_contiguous(), kOp,
+                 "lse must be contiguous of shape [", p.rows, "] (a value a token), got shape ",
+                 ShapeText{lse.sizes()});
+}
+
 namespace {
+
+// A positive integer from the environment variable `name`, or nullopt where it is unset.
+std::optional<int64_t> positive_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  FUSEDOPS_CHECK(end != v && *end == '\0' && n > 0, kOp, "the environment variable ", name,
+                 " must be unset or a positive integer, got \"", v, "\"");
+  return n;
+}
+
+// A slab's gradient at the logits near this size: with N = 16384 tokens, 8192 columns of bfloat16 (their
+// float32 logits a quarter of the rows at a time beside it: 384 MB in all).
+constexpr int64_t kSlabBytes = int64_t(256) << 20;
+constexpr int64_t kMinSlabCols = 128;
 
 // A chunk's buffer near this size: with V = 128256, 1024 tokens of float32 logits, or 2048 of a bfloat16
 // gradient (with 512 of float32 logits beside it: 788 MB in all either way).
@@ -113,16 +140,15 @@ constexpr int64_t kMinChunkRows = 128;
 
 }  // namespace
 
+int64_t lce_slab_cols(const LceProblem& p, bool own_dl) {
+  if (const std::optional<int64_t> cols = positive_env("FUSEDOPS_LCE_SLAB_COLS")) return *cols;
+  const int64_t bytes = own_dl ? 2 : p.opmath == ScalarType::Double ? 8 : 4;
+  const int64_t cols = kSlabBytes / (bytes * std::max<int64_t>(p.rows, 1)) / kMinSlabCols * kMinSlabCols;
+  return std::max(cols, kMinSlabCols);
+}
+
 int64_t lce_chunk_rows(const LceProblem& p, bool own_dl) {
-  if (const char* v = std::getenv("FUSEDOPS_LCE_CHUNK_ROWS")) {
-    char* end = nullptr;
-    const long long rows = std::strtoll(v, &end, 10);
-    FUSEDOPS_CHECK(
-        end != v && *end == '\0' && rows > 0, kOp,
-        "the environment variable FUSEDOPS_LCE_CHUNK_ROWS must be unset or a positive integer, got \"", v,
-        "\"");
-    return rows;
-  }
+  if (const std::optional<int64_t> rows = positive_env("FUSEDOPS_LCE_CHUNK_ROWS")) return *rows;
   const int64_t bytes = own_dl ? 2 : p.opmath == ScalarType::Double ? 8 : 4;  // own_dl: a half-type gradient
   const int64_t rows = kChunkBytes / (bytes * p.math.vocab) / kMinChunkRows * kMinChunkRows;
   return std::max(rows, kMinChunkRows);
@@ -143,8 +169,10 @@ void rows_cpu(const LceRows& r) {
       const A* z = static_cast<const A*>(r.logits) + i * r.ld;
       A* dl = r.dlogits != nullptr ? static_cast<A*>(r.dlogits) + i * r.ld : nullptr;
       A& loss = static_cast<A*>(r.loss)[i];
+      A* lse_out = r.lse != nullptr ? static_cast<A*>(r.lse) + i : nullptr;
       if (!lce_counts(t, m)) {
         loss = A(0);
+        if (lse_out != nullptr) *lse_out = A(0);
         if (dl != nullptr) std::fill(dl, dl + m.vocab, A(0));
         continue;
       }
@@ -161,6 +189,7 @@ void rows_cpu(const LceRows& r) {
       }
       const bool in_range = lce_in_range(t, m);  // always, past the target check
       loss = in_range ? lce_loss(lse.lse(), target, sum, m) : A(NAN);
+      if (lse_out != nullptr) *lse_out = lse.lse();
       if (dl == nullptr) continue;
       A w = r.grad != nullptr ? static_cast<const A*>(r.grad)[i * r.grad_stride] : A(1);
       if (r.scale != nullptr) w *= *static_cast<const A*>(r.scale);
@@ -214,6 +243,16 @@ class CpuDevice {
   }
   void column_sums(const Tensor& acc, const Tensor& dl, bool accumulate) const {
     with_opmath([&]<typename A>() { column_sums_cpu<A>(acc, dl, accumulate); });
+  }
+  void slab_grad(const LceSlab& s) const {
+    with_opmath([&]<typename A>() {
+      cpu::parallel_for(s.rows, std::max<int64_t>(1, 32768 / s.cols), [&](int64_t begin, int64_t end) {
+        A* dl = static_cast<A*>(s.dlogits);
+        for (int64_t i = begin; i < end; ++i) {
+          for (int64_t j = 0; j < s.cols; ++j) dl[i * s.ld + j] = lce_slab_grad<A>(s, i, j);
+        }
+      });
+    });
   }
   void count(const Tensor& counts) const {
     const int64_t* t = static_cast<const int64_t*>(p_.target.const_data_ptr());
@@ -301,20 +340,34 @@ FUSEDOPS_OP(
     "(Tensor, Tensor, Tensor, Tensor)",
     linear_cross_entropy_forward_cpu, linear_cross_entropy_forward_cuda)
 
-Grads3 linear_cross_entropy_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight,
-                                         const Tensor& target, OptTensor bias, int64_t ignore_index,
-                                         std::string reduction, double label_smoothing, OptDouble softcap,
-                                         std::vector<bool> mask, int64_t cublas_math) {
+LceLoss linear_cross_entropy_lse_cpu(const Tensor& x, const Tensor& weight, const Tensor& target,
+                                     OptTensor bias, int64_t ignore_index, std::string reduction,
+                                     double label_smoothing, OptDouble softcap, int64_t cublas_math) {
   const LceProblem p =
       lce_problem(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap);
   CpuDevice dev(p);
-  return lce::backward(dev, p, grad, mask);
+  return lce::loss_and_lse(dev, p);
+}
+FUSEDOPS_OP(
+    kLinearCrossEntropy,
+    "_linear_cross_entropy_lse(Tensor x, Tensor weight, Tensor target, Tensor? bias, int ignore_index, "
+    "str reduction, float label_smoothing, float? softcap, int cublas_math=-1) -> (Tensor, Tensor)",
+    linear_cross_entropy_lse_cpu, linear_cross_entropy_lse_cuda)
+
+Grads3 linear_cross_entropy_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                         const Tensor& target, OptTensor bias, int64_t ignore_index,
+                                         std::string reduction, double label_smoothing, OptDouble softcap,
+                                         std::vector<bool> mask, int64_t cublas_math, OptTensor lse) {
+  const LceProblem p =
+      lce_problem(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap);
+  CpuDevice dev(p);
+  return lce::backward(dev, p, grad, mask, lse);
 }
 FUSEDOPS_OP(
     kLinearCrossEntropy,
     "_linear_cross_entropy_backward(Tensor grad, Tensor x, Tensor weight, Tensor target, Tensor? bias, "
     "int ignore_index, str reduction, float label_smoothing, float? softcap, bool[3] output_mask, "
-    "int cublas_math=-1) -> (Tensor, Tensor, Tensor)",
+    "int cublas_math=-1, Tensor? lse=None) -> (Tensor, Tensor, Tensor)",
     linear_cross_entropy_backward_cpu, linear_cross_entropy_backward_cuda)
 
 Tensor linear_cross_entropy_scale_cpu(const Tensor& grad, const Tensor& saved, ScalarType dtype) {

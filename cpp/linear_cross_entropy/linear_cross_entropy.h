@@ -19,10 +19,14 @@
 //       gradients (opmath, not yet rounded) from the same chunk pass, three
 //       GEMMs a chunk. A gradient not asked for comes back empty. Autograd
 //       multiplies them by the incoming gradient: _linear_cross_entropy_scale.
+//   _linear_cross_entropy_lse       (...) -> (loss, lse): the loss and the
+//       rows' log-sum-exp (opmath [N]), one GEMM a chunk.
 //   _linear_cross_entropy_backward  (grad, x, weight, target, bias, ...,
-//       output_mask) -> (grad_x, grad_weight, grad_bias) in x's dtype, each
-//       chunk's logits recomputed (four GEMMs a chunk in all): any reduction,
-//       grad of the loss's shape.
+//       output_mask, cublas_math, lse=None) -> (grad_x, grad_weight,
+//       grad_bias) in x's dtype, for any reduction, grad of the loss's shape:
+//       with the forward's lse by vocab slabs (three GEMMs, no [V, H]
+//       accumulator: chunks.h's run_slabs), without it each token chunk's
+//       logits recomputed (four GEMMs a chunk in all).
 //   _linear_cross_entropy_scale     (grad, saved, dtype) -> dtype(saved * grad),
 //       grad an opmath 0-dim tensor.
 // Every op but the last ends with `int cublas_math` (cpp/common/cublas_math.h).
@@ -32,8 +36,9 @@
 // error on the CPU (as torch's); on CUDA, where checking would synchronize,
 // that token's loss and gradient rows are NaN.
 //
-// FUSEDOPS_LCE_CHUNK_ROWS (read each call) sets the tokens a chunk; unset,
-// lce_chunk_rows' rule. For tests and measurements.
+// FUSEDOPS_LCE_CHUNK_ROWS and FUSEDOPS_LCE_SLAB_COLS (read each call) set the
+// tokens a chunk and the columns a slab; unset, lce_chunk_rows' and
+// lce_slab_cols' rules. For tests and measurements.
 #pragma once
 
 #include <optional>
@@ -81,7 +86,15 @@ void lce_check_grad(const Tensor& grad, const LceProblem& p);
 int64_t lce_chunk_rows(const LceProblem& p, bool own_dl);
 inline constexpr int64_t kLogitsShare = 4;
 
+// Columns a vocab slab (chunks.h's run_slabs): FUSEDOPS_LCE_SLAB_COLS, else as
+// many as keep the slab's gradient at the logits [N, cols] near kSlabBytes.
+int64_t lce_slab_cols(const LceProblem& p, bool own_dl);
+
+// lse matches the rows of `p` (opmath [N], contiguous, x's device).
+void lce_check_lse(const Tensor& lse, const LceProblem& p);
+
 using LceForward = std::tuple<Tensor, Tensor, Tensor, Tensor>;
+using LceLoss = std::tuple<Tensor, Tensor>;
 
 Tensor linear_cross_entropy_cuda(const Tensor& x, const Tensor& weight, const Tensor& target, OptTensor bias,
                                  int64_t ignore_index, std::string reduction, double label_smoothing,
@@ -90,10 +103,13 @@ LceForward linear_cross_entropy_forward_cuda(const Tensor& x, const Tensor& weig
                                              OptTensor bias, int64_t ignore_index, std::string reduction,
                                              double label_smoothing, OptDouble softcap,
                                              std::vector<bool> mask, int64_t cublas_math);
+LceLoss linear_cross_entropy_lse_cuda(const Tensor& x, const Tensor& weight, const Tensor& target,
+                                      OptTensor bias, int64_t ignore_index, std::string reduction,
+                                      double label_smoothing, OptDouble softcap, int64_t cublas_math);
 Grads3 linear_cross_entropy_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                           const Tensor& target, OptTensor bias, int64_t ignore_index,
                                           std::string reduction, double label_smoothing, OptDouble softcap,
-                                          std::vector<bool> mask, int64_t cublas_math);
+                                          std::vector<bool> mask, int64_t cublas_math, OptTensor lse);
 Tensor linear_cross_entropy_scale_cuda(const Tensor& grad, const Tensor& saved, ScalarType dtype);
 
 }  // namespace fusedops

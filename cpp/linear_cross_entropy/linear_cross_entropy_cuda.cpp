@@ -39,6 +39,7 @@ class CudaDevice {
                                                                 accumulate ? OptTensor(out) : std::nullopt);
   }
   void rows(const LceRows& r) const { cuda::check_cuda(kOp, cuda::launch_lce_rows(r, stream_)); }
+  void slab_grad(const LceSlab& s) const { cuda::check_cuda(kOp, cuda::launch_lce_slab_grad(s, stream_)); }
   void column_sums(const Tensor& acc, const Tensor& dl, bool accumulate) const {
     cuda::check_cuda(kOp, cuda::launch_lce_column_sums(to_dtype(dl.scalar_type()), dl.const_data_ptr(),
                                                        dl.size(0), dl.size(1), dl.stride(0),
@@ -95,15 +96,25 @@ LceForward linear_cross_entropy_forward_cuda(const Tensor& x, const Tensor& weig
   return lce::forward(dev, p, mask);
 }
 
-Grads3 linear_cross_entropy_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight,
-                                          const Tensor& target, OptTensor bias, int64_t ignore_index,
-                                          std::string reduction, double label_smoothing, OptDouble softcap,
-                                          std::vector<bool> mask, int64_t cublas_math) {
+LceLoss linear_cross_entropy_lse_cuda(const Tensor& x, const Tensor& weight, const Tensor& target,
+                                      OptTensor bias, int64_t ignore_index, std::string reduction,
+                                      double label_smoothing, OptDouble softcap, int64_t cublas_math) {
   const LceProblem p =
       lce_problem(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap);
   const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
   CudaDevice dev(p, cublas_math);
-  return lce::backward(dev, p, grad, mask);
+  return lce::loss_and_lse(dev, p);
+}
+
+Grads3 linear_cross_entropy_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                          const Tensor& target, OptTensor bias, int64_t ignore_index,
+                                          std::string reduction, double label_smoothing, OptDouble softcap,
+                                          std::vector<bool> mask, int64_t cublas_math, OptTensor lse) {
+  const LceProblem p =
+      lce_problem(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap);
+  const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
+  CudaDevice dev(p, cublas_math);
+  return lce::backward(dev, p, grad, mask, lse);
 }
 
 Tensor linear_cross_entropy_scale_cuda(const Tensor& grad, const Tensor& saved, ScalarType dtype) {

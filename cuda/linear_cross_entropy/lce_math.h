@@ -36,10 +36,29 @@ struct LceRows {
   const int64_t* target = nullptr;  // [rows]
   void* loss = nullptr;             // [rows] opmath: 0 where ignored, NaN where the target is out of range
   void* dlogits = nullptr;          // [rows, ld] of dtype, or null; may be logits itself (same type)
+  void* lse = nullptr;              // [rows] opmath: the rows' log-sum-exp (of the capped logits), or null
   const void* grad = nullptr;       // the tokens' factors (opmath), grad[i * grad_stride]; null: 1
   int64_t grad_stride = 0;          // 0: one factor for every token
   const void* scale = nullptr;  // an opmath device scalar multiplying every factor (a mean's 1 / n), or null
   int64_t rows = 0, ld = 0;
+  LceMath math{};
+};
+
+// The gradient at a slab of the vocab, columns [col0, col0 + cols), from the
+// rows' log-sum-exp of a first pass (the vocab-slab algorithm of chunks.h):
+// no reduction, an element at a time. Rows whose target is ignored get 0,
+// those out of range NaN.
+struct LceSlab {
+  DType dtype = DType::Float32;     // of dlogits
+  const void* logits = nullptr;     // [rows, ld] opmath: x . weight[col0 : col0 + cols]^T, without the bias
+  const void* bias = nullptr;       // [vocab] opmath (all of it), or null
+  const int64_t* target = nullptr;  // [rows]
+  const void* lse = nullptr;        // [rows] opmath
+  void* dlogits = nullptr;          // [rows, ld] of dtype; may be logits itself (same type)
+  const void* grad = nullptr;       // as LceRows'
+  int64_t grad_stride = 0;
+  const void* scale = nullptr;
+  int64_t rows = 0, ld = 0, col0 = 0, cols = 0;
   LceMath math{};
 };
 
@@ -100,6 +119,23 @@ FUSEDOPS_HD A lce_grad(A z, A lse, bool is_target, A w, const LceMath& m) {
     d *= A(1) - u * u;
   }
   return w * d;
+}
+
+// The slab's gradient at (row i, column j of the slab): lce_grad with the
+// row's factor, 0 for an ignored target, NaN for one out of range.
+template <typename A>
+FUSEDOPS_HD A lce_slab_grad(const LceSlab& s, int64_t i, int64_t j) {
+  const int64_t t = s.target[i];
+  const LceMath& m = s.math;
+  if (!lce_counts(t, m)) return A(0);
+  if (!lce_in_range(t, m)) return A(NAN);
+  const int64_t col = s.col0 + j;
+  A z = static_cast<const A*>(s.logits)[i * s.ld + j];
+  if (s.bias != nullptr) z += static_cast<const A*>(s.bias)[col];
+  z = lce_capped(z, A(m.softcap));
+  A w = s.grad != nullptr ? static_cast<const A*>(s.grad)[i * s.grad_stride] : A(1);
+  if (s.scale != nullptr) w *= *static_cast<const A*>(s.scale);
+  return lce_grad(z, static_cast<const A*>(s.lse)[i], col == t, w, m);
 }
 
 }  // namespace fusedops

@@ -50,7 +50,10 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(LceRows r) {
   T* dl = r.dlogits != nullptr ? static_cast<T*>(r.dlogits) + row * r.ld : nullptr;
   const int64_t groups = m.vocab / kG;
   if (!lce_counts(t, m)) {  // the whole block takes this branch
-    if (threadIdx.x == 0) static_cast<A*>(r.loss)[row] = A(0);
+    if (threadIdx.x == 0) {
+      static_cast<A*>(r.loss)[row] = A(0);
+      if (r.lse != nullptr) static_cast<A*>(r.lse)[row] = A(0);
+    }
     if (dl != nullptr) {
       for (int64_t j = threadIdx.x; j < m.vocab; j += kThreads) dl[j] = from_opmath<T>(A(0));
     }
@@ -94,6 +97,7 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(LceRows r) {
   if (threadIdx.x == 0) {
     shared_lse = total.lse.lse();
     static_cast<A*>(r.loss)[row] = in_range ? lce_loss(shared_lse, total.target, total.sum, m) : A(NAN);
+    if (r.lse != nullptr) static_cast<A*>(r.lse)[row] = shared_lse;
   }
   // Every read of pass 1 is done before pass 2 writes (dl may be z itself).
   __syncthreads();
@@ -172,7 +176,10 @@ __global__ void __launch_bounds__(kHeldThreads) held_rows_kernel(LceRows r, int6
     *reinterpret_cast<Vec<T, 4>*>(dl + (begin + i) * 4) = out;
   };
   if (!lce_counts(t, m)) {  // the whole cluster takes this branch
-    if (rank == 0 && threadIdx.x == 0) static_cast<A*>(r.loss)[row] = A(0);
+    if (rank == 0 && threadIdx.x == 0) {
+      static_cast<A*>(r.loss)[row] = A(0);
+      if (r.lse != nullptr) static_cast<A*>(r.lse)[row] = A(0);
+    }
     if (dl != nullptr) {
       const Vec<T, 4> zeros{
           {from_opmath<T>(A(0)), from_opmath<T>(A(0)), from_opmath<T>(A(0)), from_opmath<T>(A(0))}};
@@ -237,6 +244,7 @@ __global__ void __launch_bounds__(kHeldThreads) held_rows_kernel(LceRows r, int6
       shared_lse = total.lse.lse();
       if (rank == 0) {
         static_cast<A*>(r.loss)[row] = in_range ? lce_loss(shared_lse, total.target, total.sum, m) : A(NAN);
+        if (r.lse != nullptr) static_cast<A*>(r.lse)[row] = shared_lse;
       }
     }
   }
@@ -265,6 +273,18 @@ __global__ void __launch_bounds__(kHeldThreads) held_rows_kernel(LceRows r, int6
 #else
   __trap();  // never launched where clusters are not (held_rows_here)
 #endif
+}
+
+// A vocab slab's gradient (lce_slab_grad), an element a thread: blockIdx.y
+// walks the rows, the x blocks a row's columns.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) slab_grad_kernel(LceSlab s) {
+  using A = opmath_t<T>;
+  const int64_t j = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (j >= s.cols) return;
+  T* dl = static_cast<T*>(s.dlogits);
+  for (int64_t i = blockIdx.y; i < s.rows; i += gridDim.y)
+    dl[i * s.ld + j] = from_opmath<T>(lce_slab_grad<A>(s, i, j));
 }
 
 template <typename A>
@@ -412,6 +432,15 @@ cudaError_t launch_lce_rows(const LceRows& r, cudaStream_t stream) {
     } else {
       rows_kernel<T, 1><<<static_cast<unsigned>(r.rows), kThreads, 0, stream>>>(r);
     }
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_lce_slab_grad(const LceSlab& s, cudaStream_t stream) {
+  if (s.rows == 0 || s.cols == 0) return cudaSuccess;
+  return dispatch_dtype(s.dtype, [&]<typename T>() {
+    const dim3 grid(work_grid(s.cols), static_cast<unsigned>(std::min<int64_t>(s.rows, 65535)));
+    slab_grad_kernel<T><<<grid, kThreads, 0, stream>>>(s);
     return cudaGetLastError();
   });
 }

@@ -15,6 +15,10 @@ namespace fusedops::cuda {
 // loss and NaN gradients: no fault, no trap, no host synchronization.
 cudaError_t launch_lce_rows(const LceRows& r, cudaStream_t stream);
 
+// A vocab slab's gradient at the logits from the rows' log-sum-exp
+// (lce_slab_grad): no reduction, no host synchronization.
+cudaError_t launch_lce_slab_grad(const LceSlab& s, cudaStream_t stream);
+
 // counts[0] = the number of targets that are not ignore_index, counts[1] =
 // 1 / counts[0] (inf for none), both opmath of `dtype`.
 cudaError_t launch_lce_count(DType dtype, const int64_t* target, int64_t n, int64_t ignore_index,

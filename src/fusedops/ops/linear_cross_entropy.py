@@ -9,6 +9,8 @@ cpp/linear_cross_entropy/linear_cross_entropy.h.
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from .. import _autograd, _checks
@@ -19,6 +21,7 @@ OP = "linear_cross_entropy"
 _linear_cross_entropy = _autograd.direct(torch.ops.fusedops.linear_cross_entropy.default, OP)
 _lce_nograd = _autograd.direct(torch.ops.fusedops._linear_cross_entropy_nograd.default)
 _lce_forward = _autograd.direct(torch.ops.fusedops._linear_cross_entropy_forward.default)
+_lce_lse = _autograd.direct(torch.ops.fusedops._linear_cross_entropy_lse.default)
 _lce_backward = torch.ops.fusedops._linear_cross_entropy_backward.default
 _lce_scale = torch.ops.fusedops._linear_cross_entropy_scale.default
 # With C++ autograd, accel/linear_cross_entropy/ also does the autocast and
@@ -26,6 +29,9 @@ _lce_scale = torch.ops.fusedops._linear_cross_entropy_scale.default
 CPP_AUTOGRAD = _autograd.cpp(OP)
 
 REDUCTIONS = ("mean", "sum", "none")
+# V x H above which "mean" and "sum" go by vocab slabs: weight's float32
+# gradient accumulator would be over 1 GiB.
+SLABS_ABOVE = 1 << 28
 
 
 def linear_cross_entropy(
@@ -50,13 +56,17 @@ def linear_cross_entropy(
     per token of target's shape for "none" (0 where ignored).
 
     The tokens go through in chunks: only a chunk's logits (float32, as the GEMM
-    computes them, never rounded to a half type) exist at a time, plus, with
-    gradients, a float32 accumulator of weight's gradient. With "mean" or "sum"
-    the gradients are computed in the forward pass (three GEMMs a chunk) and the
-    backward only scales them; "none" recomputes each chunk's logits in the
-    backward. Gradients accumulate in float32 in a fixed order (the same bits
-    every call); no second derivative. Nothing synchronizes the host (the mean's
-    divisor stays on the device): CUDA graphs capture it.
+    computes them, never rounded to a half type) exist at a time. With "mean" or
+    "sum" the gradients are computed in the forward pass (three GEMMs a chunk)
+    into a float32 accumulator of weight's gradient, and the backward only scales
+    them; where that accumulator would be over 1 GiB (V x H > 2^28), and for
+    "none", the forward keeps each token's log-sum-exp and the backward
+    recomputes the logits a slab of the vocab at a time (four GEMMs in all, the
+    memory of a slab: weight's gradient is one GEMM over all tokens a slab,
+    rounded once). FUSEDOPS_LCE_ALGORITHM=chunks or slabs chooses one. Gradients
+    accumulate in float32 in a fixed order (the same bits every call); no second
+    derivative. Nothing synchronizes the host (the mean's divisor stays on the
+    device): CUDA graphs capture it.
 
     A target that is neither ignore_index nor in [0, V): on the CPU an error, as
     torch raises; on CUDA (where checking would synchronize) that token's loss
@@ -82,8 +92,8 @@ def linear_cross_entropy(
         math = cublas_math(x)
         if not _checks.needs_autograd(OP, x, weight, bias):
             return _lce_nograd(x, weight, target, bias, *options, math)
-        if reduction == "none":
-            return _Recompute.apply(x, weight, target, bias, *options, math)
+        if _by_slabs(weight, reduction):
+            return _Slabs.apply(x, weight, target, bias, *options, math)
         mask = [x.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad]
         return _Fused.apply(x, weight, target, bias, *options, mask, math)
     except RuntimeError as error:
@@ -163,8 +173,13 @@ def _forward_fake(x, weight, target, bias, ignore_index, reduction, label_smooth
     return loss, *(x.new_empty(s if n else [0], dtype=loss.dtype) for s, n in zip(shapes, needed, strict=True))
 
 
+def _lse_fake(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap, cublas_math=-1):
+    loss = _loss_fake(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap)
+    return loss, x.new_empty(x.shape[:-1].numel(), dtype=loss.dtype)
+
+
 def _backward_fake(grad, x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap, output_mask,
-                   cublas_math=-1):
+                   cublas_math=-1, lse=None):
     _loss_fake(x, weight, target, bias, ignore_index, reduction, label_smoothing, softcap)
     shapes = (x.shape, weight.shape, weight.shape[:1])
     needed = (output_mask[0], output_mask[1], output_mask[2] and bias is not None)
@@ -175,6 +190,7 @@ def _backward_fake(grad, x, weight, target, bias, ignore_index, reduction, label
 torch.library.register_fake("fusedops::linear_cross_entropy")(_loss_fake)
 torch.library.register_fake("fusedops::_linear_cross_entropy_nograd")(_loss_fake)
 torch.library.register_fake("fusedops::_linear_cross_entropy_forward")(_forward_fake)
+torch.library.register_fake("fusedops::_linear_cross_entropy_lse")(_lse_fake)
 torch.library.register_fake("fusedops::_linear_cross_entropy_backward")(_backward_fake)
 torch.library.register_fake("fusedops::_linear_cross_entropy_scale")(
     lambda grad, saved, dtype: saved.new_empty(saved.shape, dtype=dtype))
@@ -206,16 +222,35 @@ def _setup_recompute(ctx, inputs, output):
     ctx.save_for_backward(*inputs[:4])
 
 
-def _recomputed(ctx, grad, x, weight, target, bias) -> tuple:
-    """The gradients by _linear_cross_entropy_backward (each chunk's logits
-    recomputed), whose own autograd refuses a second derivative."""
+def _recomputed(ctx, grad, x, weight, target, bias, lse=None) -> tuple:
+    """The gradients by _linear_cross_entropy_backward (by vocab slabs from
+    the forward's lse, else each chunk's logits recomputed), whose own autograd
+    refuses a second derivative."""
     grads = _autograd.call_backward_op(_lce_backward, grad, x, weight, target, bias, *ctx.options, ctx.mask,
-                                       cublas_math(x))
+                                       cublas_math(x), lse)
     return _as_input_grads(grads, ctx.mask, ctx.n_options)
 
 
 def _backward_recompute(ctx, grad):
     return _recomputed(ctx, grad, *ctx.saved_tensors)
+
+
+def _setup_slabs(ctx, inputs, output, saved):
+    _remember(ctx, inputs)
+    ctx.save_for_backward(*inputs[:4], *saved)
+
+
+def _by_slabs(weight, reduction) -> bool:
+    """Whether the gradients go by vocab slabs from the forward's lse (see
+    linear_cross_entropy's docstring); accel/linear_cross_entropy/ has the same
+    rule."""
+    algorithm = os.environ.get("FUSEDOPS_LCE_ALGORITHM")
+    if algorithm is not None and algorithm not in ("chunks", "slabs"):
+        _checks.fail(OP, f'the environment variable FUSEDOPS_LCE_ALGORITHM must be unset, "chunks" or "slabs", '
+                         f'got "{algorithm}"')
+    if reduction == "none" or algorithm == "slabs":
+        return True
+    return algorithm is None and weight.shape[0] * weight.shape[1] > SLABS_ABOVE
 
 
 def _setup_fused(ctx, inputs, output, saved):
@@ -237,11 +272,11 @@ def _backward_fused(ctx, grad):
 
 
 # What fusedops.linear_cross_entropy runs with a gradient needed and no C++
-# autograd: "mean" and "sum" compute the gradients in the forward pass
-# (_Fused), "none" recomputes the logits in the backward (_Recompute, the same
-# as torch.ops' autograd).
+# autograd: the gradients computed in the forward pass (_Fused), or by vocab
+# slabs in the backward from the forward's lse (_Slabs: "none", and where
+# _by_slabs says so).
 _Fused = _autograd.function("_Fused", _lce_forward, _setup_fused, _backward_fused, outputs=1)
-_Recompute = _autograd.function("_Recompute", _lce_nograd, _setup_recompute, _backward_recompute)
+_Slabs = _autograd.function("_Slabs", _lce_lse, _setup_slabs, _backward_recompute, outputs=1)
 
 
 def _no_double_backward(ctx, *grads):
