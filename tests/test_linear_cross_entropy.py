@@ -289,6 +289,17 @@ def test_cuda_graph_capture_with_no_host_synchronization(reduction, vocab):
     assert all(torch.equal(c, e) for c, e in zip(captured, expected, strict=True))
 
 
+def _cuda_peak_above_inputs_and_gradients(x, w, t) -> int:
+    """Bytes a loss and its gradients peak at above the inputs and gradients."""
+    _loss_and_grads(x, w, t, None)  # warm-up
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    grads = _loss_and_grads(x, w, t, None)
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base - sum(g.numel() * g.element_size() for g in grads)
+
+
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 def test_peak_memory_is_a_chunk_of_logits_not_all(monkeypatch):
     """32768 tokens x 8192 classes: the logits would be 1 GiB in float32;
@@ -297,13 +308,7 @@ def test_peak_memory_is_a_chunk_of_logits_not_all(monkeypatch):
     cuBLASLt's workspace, at most 32 MiB)."""
     monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", "256")
     x, w, t, _ = _inputs("cuda", torch.bfloat16, n=32768, hidden=64, vocab=8192, bias=False)
-    _loss_and_grads(x, w, t, None)  # warm-up
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    grads = _loss_and_grads(x, w, t, None)
-    torch.cuda.synchronize()
-    extra = torch.cuda.max_memory_allocated() - base - sum(g.numel() * g.element_size() for g in grads)
+    extra = _cuda_peak_above_inputs_and_gradients(x, w, t)
     assert extra < 64 << 20, f"{extra / 2**20:.1f} MiB above the inputs and gradients"
 
 
@@ -319,13 +324,7 @@ def test_peak_memory_by_slabs_holds_no_accumulator_of_weights_gradient(monkeypat
     monkeypatch.setenv("FUSEDOPS_LCE_SLAB_COLS", "1024")
     monkeypatch.setenv("FUSEDOPS_LCE_CHUNK_ROWS", "64")
     x, w, t, _ = _inputs("cuda", torch.bfloat16, n=4096, hidden=256, vocab=1 << 17, bias=False)
-    _loss_and_grads(x, w, t, None)  # warm-up
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    grads = _loss_and_grads(x, w, t, None)
-    torch.cuda.synchronize()
-    extra = torch.cuda.max_memory_allocated() - base - sum(g.numel() * g.element_size() for g in grads)
+    extra = _cuda_peak_above_inputs_and_gradients(x, w, t)
     assert extra < 96 << 20, f"{extra / 2**20:.1f} MiB above the inputs and gradients"
 
 
