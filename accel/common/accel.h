@@ -129,15 +129,7 @@ inline Tensor unpack_output(const torch::autograd::SavedVariable& saved, torch::
 // AutogradCUDA (more specific than the Autograd key Python's
 // register_autograd uses, so no load order can make Python's win), and
 // autocast where an op has it.
-struct Libraries {
-  torch::Library autograd_cpu, autograd_cuda, autocast_cpu, autocast_cuda;
-
-  template <typename Fn>
-  void autograd(const char* op, Fn fn) {
-    autograd_cpu.impl(op, fn);
-    autograd_cuda.impl(op, fn);
-  }
-};
+struct Libraries;
 
 // The autograd of `backward_op`, the backward of the public op `op`: it runs
 // below autograd, and where its gradients are themselves to be differentiated
@@ -146,6 +138,22 @@ struct Libraries {
 // directly: Python's register_autograd kernel cost them ~13 us a call.
 void refuse_double_backward(Libraries& libraries, const char* backward_op, const char* op,
                             const char* instead = "torch ops");
+
+struct Libraries {
+  torch::Library autograd_cpu, autograd_cuda, autocast_cpu, autocast_cuda;
+
+  template <typename Fn>
+  void autograd(const char* op, Fn fn) {
+    autograd_cpu.impl(op, fn);
+    autograd_cuda.impl(op, fn);
+  }
+  // op's autograd, and its backward op's (_<op>_backward) refusal of a double backward.
+  template <typename Fn>
+  void autograd_and_backward(const char* op, Fn fn, const char* instead = "torch ops") {
+    autograd(op, fn);
+    refuse_double_backward(*this, ("_" + std::string(op) + "_backward").c_str(), op, instead);
+  }
+};
 
 // Each op file registers its kernels by one FUSEDOPS_ACCEL_OP(name, fn); the
 // registrations run when the loader activates the accelerator, not at load.

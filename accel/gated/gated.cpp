@@ -75,12 +75,10 @@ Tensor geglu_autograd(c10::DispatchKeySet keys, const Tensor& gate, const OptTen
 }
 
 void register_swiglu(Libraries& libraries) {
-  libraries.autograd("swiglu", TORCH_FN(swiglu_autograd));
-  refuse_double_backward(libraries, "_swiglu_backward", "swiglu");
+  libraries.autograd_and_backward("swiglu", TORCH_FN(swiglu_autograd));
 }
 void register_geglu(Libraries& libraries) {
-  libraries.autograd("geglu", TORCH_FN(geglu_autograd));
-  refuse_double_backward(libraries, "_geglu_backward", "geglu");
+  libraries.autograd_and_backward("geglu", TORCH_FN(geglu_autograd));
 }
 
 // swiglu(gate, up)'s C entry.

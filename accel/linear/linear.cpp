@@ -112,8 +112,7 @@ Tensor linear_autocast(const Tensor& x, const Tensor& weight, const OptTensor& b
 }
 
 void register_linear(Libraries& libraries) {
-  libraries.autograd("linear", TORCH_FN(linear_autograd));
-  refuse_double_backward(libraries, "_linear_backward", "linear", "F.linear and torch ops");
+  libraries.autograd_and_backward("linear", TORCH_FN(linear_autograd), "F.linear and torch ops");
   libraries.autocast_cpu.impl("linear",
                               TORCH_FN((linear_autocast<c10::kCPU, c10::DispatchKey::AutocastCPU>)));
   libraries.autocast_cuda.impl("linear",

@@ -196,21 +196,15 @@ Pair add_layer_norm_autograd(c10::DispatchKeySet keys, const Tensor& x, const Te
   return {out, summed};
 }
 
-void register_rms_norm(Libraries& l) {
-  l.autograd("rms_norm", TORCH_FN(rms_norm_autograd));
-  refuse_double_backward(l, "_rms_norm_backward", "rms_norm");
-}
+void register_rms_norm(Libraries& l) { l.autograd_and_backward("rms_norm", TORCH_FN(rms_norm_autograd)); }
 void register_add_rms_norm(Libraries& l) {
-  l.autograd("add_rms_norm", TORCH_FN(add_rms_norm_autograd));
-  refuse_double_backward(l, "_add_rms_norm_backward", "add_rms_norm");
+  l.autograd_and_backward("add_rms_norm", TORCH_FN(add_rms_norm_autograd));
 }
 void register_layer_norm(Libraries& l) {
-  l.autograd("layer_norm", TORCH_FN(layer_norm_autograd));
-  refuse_double_backward(l, "_layer_norm_backward", "layer_norm");
+  l.autograd_and_backward("layer_norm", TORCH_FN(layer_norm_autograd));
 }
 void register_add_layer_norm(Libraries& l) {
-  l.autograd("add_layer_norm", TORCH_FN(add_layer_norm_autograd));
-  refuse_double_backward(l, "_add_layer_norm_backward", "add_layer_norm");
+  l.autograd_and_backward("add_layer_norm", TORCH_FN(add_layer_norm_autograd));
 }
 
 // Whether the public function's last argument, out_dtype, is None: the entries

@@ -66,8 +66,7 @@ Tensor sbc_autograd(c10::DispatchKeySet keys, const Tensor& x, const OptTensor& 
 }
 
 void register_sbc(Libraries& libraries) {
-  libraries.autograd("scale_bias_clamp", TORCH_FN(sbc_autograd));
-  refuse_double_backward(libraries, "_scale_bias_clamp_backward", "scale_bias_clamp");
+  libraries.autograd_and_backward("scale_bias_clamp", TORCH_FN(sbc_autograd));
 }
 
 // scale_bias_clamp(x, scale, bias, scale_value, bias_value, min, max)'s C entry.
