@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(kThreads) slab_grad_kernel(LceSlab s) {
         const A zk = lce_capped(v.v[k] + (bias != nullptr ? bias[g * kG + k] : A(0)), cap);
         A e;
         if constexpr (std::is_same_v<T, A>) {
-          e = exp(zk - lse);
+          e = std::exp(zk - lse);
         } else {
           e = __expf(zk - lse);
         }
