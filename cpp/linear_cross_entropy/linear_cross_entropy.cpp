@@ -138,18 +138,24 @@ constexpr int64_t kMinSlabCols = 128;
 constexpr int64_t kChunkBytes = int64_t(512) << 20;
 constexpr int64_t kMinChunkRows = 128;
 
+// Bytes an element of the buffer the rules below size: own_dl, a half-type gradient at the logits; else the
+// opmath logits.
+int64_t buffer_element_bytes(const LceProblem& p, bool own_dl) {
+  return own_dl ? 2 : p.opmath == ScalarType::Double ? 8 : 4;
+}
+
 }  // namespace
 
 int64_t lce_slab_cols(const LceProblem& p, bool own_dl) {
   if (const std::optional<int64_t> cols = positive_env("FUSEDOPS_LCE_SLAB_COLS")) return *cols;
-  const int64_t bytes = own_dl ? 2 : p.opmath == ScalarType::Double ? 8 : 4;
+  const int64_t bytes = buffer_element_bytes(p, own_dl);
   const int64_t cols = kSlabBytes / (bytes * std::max<int64_t>(p.rows, 1)) / kMinSlabCols * kMinSlabCols;
   return std::max(cols, kMinSlabCols);
 }
 
 int64_t lce_chunk_rows(const LceProblem& p, bool own_dl) {
   if (const std::optional<int64_t> rows = positive_env("FUSEDOPS_LCE_CHUNK_ROWS")) return *rows;
-  const int64_t bytes = own_dl ? 2 : p.opmath == ScalarType::Double ? 8 : 4;  // own_dl: a half-type gradient
+  const int64_t bytes = buffer_element_bytes(p, own_dl);
   const int64_t rows = kChunkBytes / (bytes * p.math.vocab) / kMinChunkRows * kMinChunkRows;
   return std::max(rows, kMinChunkRows);
 }
