@@ -275,16 +275,58 @@ __global__ void __launch_bounds__(kHeldThreads) held_rows_kernel(LceRows r, int6
 #endif
 }
 
-// A vocab slab's gradient (lce_slab_grad), an element a thread: blockIdx.y
-// walks the rows, the x blocks a row's columns.
-template <typename T>
+// A vocab slab's gradient (lce_slab_grad's math): blockIdx.y walks the rows,
+// whose target, factor and log-sum-exp are read once; the x blocks a row's
+// columns, kG at a time (16 bytes of float32 logits a load for kG = 4). The
+// exponentials are the fast ones where the gradient is a half type, as
+// held_rows_kernel's.
+template <typename T, int kG>
 __global__ void __launch_bounds__(kThreads) slab_grad_kernel(LceSlab s) {
   using A = opmath_t<T>;
-  const int64_t j = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (j >= s.cols) return;
-  T* dl = static_cast<T*>(s.dlogits);
-  for (int64_t i = blockIdx.y; i < s.rows; i += gridDim.y)
-    dl[i * s.ld + j] = from_opmath<T>(lce_slab_grad<A>(s, i, j));
+  const LceMath& m = s.math;
+  const A cap = A(m.softcap), spread = A(m.smoothing) / A(m.vocab), hit = A(1) - A(m.smoothing);
+  const int64_t groups = s.cols / kG;
+  for (int64_t i = blockIdx.y; i < s.rows; i += gridDim.y) {
+    const int64_t t = s.target[i];
+    T* dl = static_cast<T*>(s.dlogits) + i * s.ld;
+    const int64_t first = int64_t(blockIdx.x) * kThreads + threadIdx.x,
+                  stride = int64_t(gridDim.x) * kThreads;
+    if (!lce_counts(t, m)) {
+      for (int64_t g = first; g < groups; g += stride) {
+#pragma unroll
+        for (int k = 0; k < kG; ++k) dl[g * kG + k] = from_opmath<T>(A(0));
+      }
+      continue;
+    }
+    A w = s.grad != nullptr ? static_cast<const A*>(s.grad)[i * s.grad_stride] : A(1);
+    if (s.scale != nullptr) w *= *static_cast<const A*>(s.scale);
+    if (!lce_in_range(t, m)) w = A(NAN);
+    const A lse = static_cast<const A*>(s.lse)[i];
+    const int64_t target_at = t - s.col0;  // the target's column in the slab (outside it: never met)
+    const A* z = static_cast<const A*>(s.logits) + i * s.ld;
+    const A* bias = s.bias != nullptr ? static_cast<const A*>(s.bias) + s.col0 : nullptr;
+    for (int64_t g = first; g < groups; g += stride) {
+      Vec<A, kG> v = *reinterpret_cast<const Vec<A, kG>*>(z + g * kG);
+      Vec<T, kG> out;
+#pragma unroll
+      for (int k = 0; k < kG; ++k) {
+        const A zk = lce_capped(v.v[k] + (bias != nullptr ? bias[g * kG + k] : A(0)), cap);
+        A e;
+        if constexpr (std::is_same_v<T, A>) {
+          e = std::exp(zk - lse);
+        } else {
+          e = __expf(zk - lse);
+        }
+        A d = e - spread - (g * kG + k == target_at ? hit : A(0));
+        if (cap > A(0)) {
+          const A u = zk / cap;
+          d *= A(1) - u * u;
+        }
+        out.v[k] = from_opmath<T>(w * d);
+      }
+      *reinterpret_cast<Vec<T, kG>*>(dl + g * kG) = out;
+    }
+  }
 }
 
 template <typename A>
@@ -439,8 +481,18 @@ cudaError_t launch_lce_rows(const LceRows& r, cudaStream_t stream) {
 cudaError_t launch_lce_slab_grad(const LceSlab& s, cudaStream_t stream) {
   if (s.rows == 0 || s.cols == 0) return cudaSuccess;
   return dispatch_dtype(s.dtype, [&]<typename T>() {
-    const dim3 grid(work_grid(s.cols), static_cast<unsigned>(std::min<int64_t>(s.rows, 65535)));
-    slab_grad_kernel<T><<<grid, kThreads, 0, stream>>>(s);
+    constexpr int kG = std::is_same_v<opmath_t<T>, float> ? 4 : 1;
+    const auto aligned = [](const void* p, size_t bytes) {
+      return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+    };
+    const bool grouped = s.cols % kG == 0 && s.ld % kG == 0 && aligned(s.logits, kG * sizeof(float)) &&
+                         aligned(s.dlogits, kG * sizeof(T));
+    const unsigned rows = static_cast<unsigned>(std::min<int64_t>(s.rows, 65535));
+    if (grouped) {
+      slab_grad_kernel<T, kG><<<dim3(work_grid(s.cols / kG), rows), kThreads, 0, stream>>>(s);
+    } else {
+      slab_grad_kernel<T, 1><<<dim3(work_grid(s.cols), rows), kThreads, 0, stream>>>(s);
+    }
     return cudaGetLastError();
   });
 }
