@@ -1,7 +1,9 @@
 """linear_cross_entropy's two ways to its gradients side by side, in one process
 (FUSEDOPS_LCE_ALGORITHM is read each call): "chunks" (the gradients in the
 forward, three GEMMs, weight's float32 accumulator) and "slabs" (the forward's
-log-sum-exp, the backward by vocab slabs, four GEMMs), with torch.compile of the
+log-sum-exp, the backward by vocab slabs, four GEMMs; on sm_90 the slabs'
+gradient from our GEMM's epilogue, and "slabs-unfused" with
+FUSEDOPS_LCE_SLAB_GEMM=0 beside it), with torch.compile of the
 unfused loss and Liger-Kernel's FLCE (where importable) measured beside them.
 Forward+backward of the mean loss in bfloat16, the op bench's shapes and more
 vocabularies: ms (median of rotated rounds, CUDA events) and the peak GiB above
@@ -26,9 +28,10 @@ from fusedops.bench.core import compiler_allows_many_shapes, measure_impls, trai
 SHAPES = [*lce.SHAPES_GPU, (8192, 4096, 32000), (8192, 4096, 151936), (16384, 4096, 151936)]
 
 
-def _with_algorithm(name):
+def _with_algorithm(name, slab_gemm="1"):
     def loss(x, w, t):
         os.environ["FUSEDOPS_LCE_ALGORITHM"] = name
+        os.environ["FUSEDOPS_LCE_SLAB_GEMM"] = slab_gemm  # read by the backward, which runs before the next call
         return fusedops.linear_cross_entropy(x, w, t)
     return loss
 
@@ -43,6 +46,7 @@ def main() -> None:
     device = torch.device("cuda")
     compiler_allows_many_shapes()
     fns = {"chunks": _with_algorithm("chunks"), "slabs": _with_algorithm("slabs"),
+           "slabs-unfused": _with_algorithm("slabs", slab_gemm="0"),
            "compile": torch.compile(lce._eager, fullgraph=True, dynamic=False)}
     liger = lce._liger()
     if liger is not None:
@@ -61,6 +65,7 @@ def main() -> None:
               f"compile/slabs {times['compile'] / times['slabs']:.3f}x", flush=True)
         del x, w, t, steps
     os.environ.pop("FUSEDOPS_LCE_ALGORITHM", None)
+    os.environ.pop("FUSEDOPS_LCE_SLAB_GEMM", None)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,

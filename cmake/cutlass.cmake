@@ -1,4 +1,5 @@
-# linear's own sm_90a GEMM (cuda/linear/sm90/), built on CUTLASS's headers where
+# Our own sm_90a GEMMs (cuda/<op>/sm90/: linear's, and linear_cross_entropy's
+# slab gradient on linear's mainloop), built on CUTLASS's headers where
 # they are found: FUSEDOPS_CUTLASS_DIR (cache variable or environment; a folder
 # with cutlass/ and cute/), else third_party/cutlass/include, where
 # tools/get_cutlass.py puts the pinned release. FUSEDOPS_CUTLASS (environment):
@@ -41,7 +42,7 @@ if(fusedops_cutlass_why)
   string(APPEND FUSEDOPS_CUDA_REASON "; linear on sm_90: cuBLASLt + a pass, ${fusedops_cutlass_why}")
   message(STATUS "fusedops: linear's sm_90a GEMM not built: ${fusedops_cutlass_why}")
 else()
-  file(GLOB FUSEDOPS_SM90_SOURCES CONFIGURE_DEPENDS cuda/linear/sm90/*.cu)
+  file(GLOB FUSEDOPS_SM90_SOURCES CONFIGURE_DEPENDS cuda/*/sm90/*.cu)
   add_library(fusedops_sm90 STATIC ${FUSEDOPS_SM90_SOURCES})
   target_include_directories(fusedops_sm90 PRIVATE "${PROJECT_SOURCE_DIR}")
   target_include_directories(fusedops_sm90 SYSTEM PRIVATE "${FUSEDOPS_CUTLASS_DIR}")
@@ -56,6 +57,6 @@ else()
   target_compile_definitions(fusedops_sm90 PRIVATE NDEBUG)
   target_link_libraries(_C PRIVATE fusedops_sm90)
   target_compile_definitions(_C PRIVATE FUSEDOPS_WITH_CUTLASS)
-  string(APPEND FUSEDOPS_CUDA_REASON "; linear on sm_90: our sm_90a GEMM built (CUTLASS headers ${FUSEDOPS_CUTLASS_DIR}) for the erf GELU and clamps, off with FUSEDOPS_LINEAR_SM90=0")
+  string(APPEND FUSEDOPS_CUDA_REASON "; linear on sm_90: our sm_90a GEMM built (CUTLASS headers ${FUSEDOPS_CUTLASS_DIR}) for the erf GELU and clamps, off with FUSEDOPS_LINEAR_SM90=0; linear_cross_entropy's vocab slabs from it, off with FUSEDOPS_LCE_SLAB_GEMM=0")
   message(STATUS "fusedops: linear's sm_90a GEMM built with the CUTLASS headers in ${FUSEDOPS_CUTLASS_DIR}")
 endif()

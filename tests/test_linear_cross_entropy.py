@@ -155,6 +155,39 @@ def test_long_rows_give_the_float64_reference(dtype, reduction, vocab, plain):
     assert loss[7].isnan() and grad_x[7].isnan().all() and not grad_x[rows].isnan().any()
 
 
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("plain", [False, True], ids=["bias-options", "plain"])
+@pytest.mark.parametrize("fused", [True, False], ids=["slab-gemm", "unfused"])
+def test_slabs_from_the_gemms_epilogue_give_the_float64_reference(dtype, reduction, plain, fused, monkeypatch):
+    """On sm_90 (with CUTLASS) a slab's gradient at the logits comes straight
+    out of our GEMM's epilogue where the layouts allow it (16-byte rows: the
+    slabs of 256 classes here, not the last of 232 + 3); FUSEDOPS_LCE_SLAB_GEMM=0
+    takes the unfused path. Both give float64 torch's loss and gradients, an
+    ignored token's gradient row 0 and an out-of-range one's NaN."""
+    monkeypatch.setenv("FUSEDOPS_LCE_ALGORITHM", "slabs")
+    monkeypatch.setenv("FUSEDOPS_LCE_SLAB_COLS", "256")
+    monkeypatch.setenv("FUSEDOPS_LCE_SLAB_GEMM", "1" if fused else "0")
+    n, vocab = 37, 1003
+    x, w, _, b = _inputs("cuda", dtype, n=n, hidden=64, vocab=vocab, bias=not plain)
+    t = torch.randint(0, vocab, (n,), device="cuda")
+    t[3], t[11], t[12], t[20] = -100, vocab - 1, 0, 256  # ignored, the last class, the first, a slab's first
+    _assert_float64_reference(x, w, t, b, reduction, {} if plain else OPTIONS)
+    sm90 = torch.cuda.get_device_capability() == (9, 0) and "our sm_90a GEMM" in fusedops.build_info()["cuda_kernels"]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        t[7] = vocab  # out of range: that token's gradient row NaN, the others' finite
+        loss, grad_x, *_ = _loss_and_grads(x, w, t, b, reduction=reduction)
+        torch.cuda.synchronize()
+    # CUTLASS's kernel template (the profiler cuts long names in the middle): ours, cuBLASLt's are not it
+    ours = [e.name for e in profile.events() if "cutlass13device_kernel" in e.name and "GemmUniversal" in e.name]
+    assert len(ours) == (3 if fused and sm90 else 0)
+    rows = torch.arange(n, device="cuda") != 7
+    assert grad_x[7].isnan().all() and not grad_x[rows].isnan().any()
+    t[7] = -100  # ignored: its gradient row 0
+    assert torch.equal(_loss_and_grads(x, w, t, b, reduction=reduction)[1][7], torch.zeros_like(grad_x[7]))
+
+
 @pytest.mark.parametrize("vocab", [300, 20000])  # on CUDA 20000 is a long row (sm_90 and newer: held)
 def test_infinite_and_nan_logits_give_torchs_losses(device, vocab):
     """Rows of infinite logits (+inf and -inf, several at +inf), of +inf
@@ -255,6 +288,16 @@ def test_the_environment_variables_are_checked(variable, value, expected, monkey
                                            rf"{variable} must be {re.escape(expected)}, got \"{value}\""):
         loss = fusedops.linear_cross_entropy(x, w, t, b, reduction="none")
         loss.sum().backward()
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+def test_the_slab_gemm_variable_is_checked_on_cuda(monkeypatch):
+    monkeypatch.setenv("FUSEDOPS_LCE_ALGORITHM", "slabs")
+    monkeypatch.setenv("FUSEDOPS_LCE_SLAB_GEMM", "yes")
+    x, w, t, b = _inputs("cuda", torch.bfloat16, n=4)
+    with pytest.raises(RuntimeError, match=r"^fusedops\.linear_cross_entropy: the environment variable "
+                                           r"FUSEDOPS_LCE_SLAB_GEMM must be unset, 0 or 1, got \"yes\""):
+        fusedops.linear_cross_entropy(x, w, t, b).backward()
 
 
 def test_the_forward_op_takes_mean_or_sum_only():

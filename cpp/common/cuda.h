@@ -26,13 +26,17 @@ inline void check_cuda(const char* op, cudaError_t error) {
   FUSEDOPS_CHECK(error == cudaSuccess, op, "CUDA error: ", cudaGetErrorString(error));
 }
 
-// SM count of `device`, read once per device.
+// SM count and arch of `device`, read once per device.
 inline DeviceInfo device_info(const char* op, int device) {
   static std::mutex mutex;
   static std::array<DeviceInfo, 64> cache{};
   std::lock_guard<std::mutex> lock(mutex);
   DeviceInfo& info = cache.at(device);
   if (info.sm_count == 0) {
+    int major = 0, minor = 0;
+    check_cuda(op, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    check_cuda(op, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    info.sm90 = major == 9 && minor == 0;
     check_cuda(op, cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, device));
   }
   return info;

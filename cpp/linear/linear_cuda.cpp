@@ -6,8 +6,6 @@
 // layouts, empty sizes).
 #include <torch/csrc/inductor/aoti_torch/generated/c_shim_cuda.h>
 
-#include <array>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -128,20 +126,6 @@ cuda::sm90::TileOrder sm90_order() {
   return setting.order;
 }
 
-// Compute capability 9.0 exactly (read once per device): the kernels are
-// sm_90a code (wgmma), which runs on no other arch.
-bool is_sm90(int device) {
-  static std::array<std::atomic<int8_t>, 64> known{};  // 0 unknown, 1 yes, 2 no
-  std::atomic<int8_t>& slot = known.at(device);
-  if (slot.load() == 0) {
-    int major = 0, minor = 0;
-    cuda::check_cuda(kLinear, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    cuda::check_cuda(kLinear, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    slot.store(major == 9 && minor == 0 ? 1 : 2);
-  }
-  return slot.load() == 1;
-}
-
 // What our GEMM's epilogue does of `e`: the erf GELU (with aux z when the
 // backward needs it) or no activation, then the clamp; relu before a clamp is
 // the clamp with lo raised to 0 (clamp(relu(v), lo, hi) = clamp(v, max(lo, 0),
@@ -177,7 +161,7 @@ bool forward_sm90(const Tensor& x2d, const Tensor& weight, const OptTensor& bias
   if (!tiles) return false;
   const int device = x2d.get_device_index();
   if (x2d.stride(1) != 1 || weight.stride(1) != 1 || x2d.stride(0) < x2d.size(1) ||
-      weight.stride(0) < weight.size(1) || !is_sm90(device)) {
+      weight.stride(0) < weight.size(1) || !cuda::device_info(kLinear, device).sm90) {
     return false;
   }
   cuda::sm90::LinearGemm g = *epilogue;

@@ -7,6 +7,8 @@
 //   void mm(out, a, b, accumulate)      out (opmath, or of the operands' dtype; contiguous) (+)= a . b
 //   void rows(const LceRows&)           a chunk's row math (cuda/linear_cross_entropy/lce_math.h)
 //   void slab_grad(const LceSlab&)      a vocab slab's gradient at the logits (lce_math.h)
+//   bool slab_grad_gemm(dl, x, ws, s)   that gradient for all of s's rows straight from x . ws^T where the
+//                                       device has such a GEMM (no logits buffer); false: not done
 //   void column_sums(acc, dl, accumulate)   acc[j] (+)= sum_i dl[i, j], in row order
 //   void count(counts)                  counts = (n, 1 / n), n the targets not ignored
 //   void total(out, loss, count)        out = sum(loss) (/ *count), in a fixed order
@@ -59,7 +61,7 @@ void run_chunks(Device& dev, const LceProblem& p, ChunkOutputs& out) {
   // (lce_chunk_rows): each GEMM of the gradients then sums over 4x the tokens the logits buffer holds, and
   // the weight's [V, H] accumulator is read and written 4x less often.
   const bool own_dl = grads && dev.operand_dtype() != p.opmath;
-  const int64_t V = p.math.vocab, chunk = std::min(lce_chunk_rows(p, own_dl), p.rows);
+  const int64_t V = p.math.vocab, chunk = std::min(lce_chunk_rows(p, grads, own_dl), p.rows);
   const int64_t logit_rows = own_dl ? (chunk + kLogitsShare - 1) / kLogitsShare : chunk;
   const Tensor weight = dev.weight();
   Tensor bias;  // in opmath: the row math adds it
@@ -106,11 +108,12 @@ inline Tensor matrix_in(Tensor flat, int64_t rows, int64_t cols) {
 }
 
 // The gradients a slab of the vocab at a time, from the rows' log-sum-exp of a first pass (loss_and_lse): for
-// each slab, its logits for all tokens (recomputed, a part of the rows at a time), their gradient G [N,
-// slab], then weight's gradient for the slab, G^T . x, one GEMM over all tokens rounded once to its dtype (no
-// [V, H] accumulator), and x's, G . weight[slab], accumulated slab after slab in opmath [N, H]. Four GEMMs in
-// all with the first pass's, against the token chunks' three: the memory of a slab instead of weight's opmath
-// gradient. `grad_weight` is in weight's dtype; the other outputs opmath.
+// each slab, its logits for all tokens (recomputed, a part of the rows at a time) and their gradient G [N,
+// slab] (or G straight out of the GEMM's epilogue where the device has one: slab_grad_gemm), then weight's
+// gradient for the slab, G^T . x, one GEMM over all tokens rounded once to its dtype (no [V, H] accumulator),
+// and x's, G . weight[slab], accumulated slab after slab in opmath [N, H]. Four GEMMs in all with the first
+// pass's, against the token chunks' three: the memory of a slab instead of weight's opmath gradient.
+// `grad_weight` is in weight's dtype; the other outputs opmath.
 template <typename Device>
 void run_slabs(Device& dev, const LceProblem& p, const Tensor& lse, ChunkOutputs& out) {
   if (p.rows == 0) {
@@ -124,8 +127,9 @@ void run_slabs(Device& dev, const LceProblem& p, const Tensor& lse, ChunkOutputs
   const Tensor weight = dev.weight(), x = dev.x_rows(0, N);
   Tensor bias;
   if (has_bias(p.bias)) bias = as_type(*p.bias, p.opmath);
-  const Tensor logits_flat = empty(p.x, {logit_rows * slab}, p.opmath);
-  const Tensor dl_flat = own_dl ? empty(p.x, {N * slab}, dev.operand_dtype()) : logits_flat;
+  const Tensor dl_flat = empty(p.x, {N * slab}, dev.operand_dtype());
+  OptTensor logits_flat;  // the unfused path's opmath logits: the gradient itself where it is opmath
+  if (!own_dl) logits_flat = dl_flat;
   // Weight's gradient straight from the GEMM (rounded once in it) where the operands are of its dtype, else
   // through an opmath slab.
   const bool dw_direct = dev.operand_dtype() == p.dtype;
@@ -133,30 +137,35 @@ void run_slabs(Device& dev, const LceProblem& p, const Tensor& lse, ChunkOutputs
   const bool per_token = out.factor && out.factor->dim() > 0;
   LceSlab s{.dtype = to_dtype(dev.operand_dtype()),
             .bias = has_bias(p.bias) ? bias.const_data_ptr() : nullptr,
+            .target = static_cast<const int64_t*>(p.target.const_data_ptr()),
             .lse = lse.const_data_ptr(),
+            .grad = out.factor ? out.factor->const_data_ptr() : nullptr,
             .grad_stride = per_token ? 1 : 0,
             .scale = out.scale ? out.scale->const_data_ptr() : nullptr,
+            .rows = N,
             .math = p.math};
   for (int64_t col0 = 0; col0 < V; col0 += slab) {
     const int64_t cols = std::min(slab, V - col0);
     const Tensor ws = rows_of(weight, col0, cols);
     const Tensor dl = matrix_in(dl_flat, N, cols);
-    for (int64_t first = 0; first < N; first += logit_rows) {
-      const int64_t m = std::min(logit_rows, N - first);
-      const Tensor lc = matrix_in(logits_flat, m, cols);
-      dev.mm(lc, rows_of(x, first, m), transpose2d(ws), false);
-      s.logits = lc.const_data_ptr();
-      s.target = static_cast<const int64_t*>(rows_of(p.target, first, m).const_data_ptr());
-      s.lse = rows_of(lse, first, m).const_data_ptr();
-      s.dlogits = rows_of(dl, first, m).mutable_data_ptr();
-      s.grad = !out.factor ? nullptr
-               : per_token ? rows_of(*out.factor, first, m).const_data_ptr()
-                           : out.factor->const_data_ptr();
-      s.rows = m;
-      s.ld = cols;
-      s.col0 = col0;
-      s.cols = cols;
-      dev.slab_grad(s);
+    s.col0 = col0;
+    s.cols = cols;
+    if (!dev.slab_grad_gemm(dl, x, ws, s)) {
+      if (!logits_flat) logits_flat = empty(p.x, {logit_rows * slab}, p.opmath);
+      for (int64_t first = 0; first < N; first += logit_rows) {  // the logits, logit_rows at a time
+        const int64_t m = std::min(logit_rows, N - first);
+        const Tensor lc = matrix_in(*logits_flat, m, cols);
+        dev.mm(lc, rows_of(x, first, m), transpose2d(ws), false);
+        LceSlab part = s;
+        part.logits = lc.const_data_ptr();
+        part.target = s.target + first;
+        part.lse = rows_of(lse, first, m).const_data_ptr();
+        part.dlogits = rows_of(dl, first, m).mutable_data_ptr();
+        if (per_token) part.grad = rows_of(*out.factor, first, m).const_data_ptr();
+        part.rows = m;
+        part.ld = cols;
+        dev.slab_grad(part);
+      }
     }
     if (out.grad_x) dev.mm(*out.grad_x, dl, ws, col0 > 0);
     if (out.grad_weight) {

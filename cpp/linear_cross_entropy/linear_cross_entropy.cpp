@@ -129,12 +129,14 @@ std::optional<int64_t> positive_env(const char* name) {
 }
 
 // A slab's gradient at the logits near this size: with N = 16384 tokens, 8192 columns of bfloat16 (their
-// float32 logits a quarter of the rows at a time beside it: 384 MB in all).
+// float32 logits a quarter of the rows at a time beside it where the GEMM's epilogue does not compute it:
+// 384 MB in all).
 constexpr int64_t kSlabBytes = int64_t(256) << 20;
 constexpr int64_t kMinSlabCols = 128;
 
-// A chunk's buffer near this size: with V = 128256, 1024 tokens of float32 logits, or 2048 of a bfloat16
-// gradient (with 512 of float32 logits beside it: 788 MB in all either way).
+// A chunk's buffers near this size: with V = 128256, 1024 tokens of float32 logits, or 2048 of a bfloat16
+// gradient (with 512 of float32 logits beside it: 788 MB in all either way). Half of it without gradients
+// (the loss alone, the vocab slabs' forward): its chunk adds to the step's peak, at the end of the forward.
 constexpr int64_t kChunkBytes = int64_t(512) << 20;
 constexpr int64_t kMinChunkRows = 128;
 
@@ -153,9 +155,9 @@ int64_t lce_slab_cols(const LceProblem& p, bool own_dl) {
   return std::max(cols, kMinSlabCols);
 }
 
-int64_t lce_chunk_rows(const LceProblem& p, bool own_dl) {
+int64_t lce_chunk_rows(const LceProblem& p, bool grads, bool own_dl) {
   if (const std::optional<int64_t> rows = positive_env("FUSEDOPS_LCE_CHUNK_ROWS")) return *rows;
-  const int64_t bytes = buffer_element_bytes(p, own_dl);
+  const int64_t bytes = buffer_element_bytes(p, own_dl) * (grads ? 1 : 2);
   const int64_t rows = kChunkBytes / (bytes * p.math.vocab) / kMinChunkRows * kMinChunkRows;
   return std::max(rows, kMinChunkRows);
 }
@@ -260,6 +262,8 @@ class CpuDevice {
       });
     });
   }
+  bool slab_grad_gemm(const Tensor&, const Tensor&, const Tensor&, const LceSlab&) const { return false; }
+
   void count(const Tensor& counts) const {
     const int64_t* t = static_cast<const int64_t*>(p_.target.const_data_ptr());
     int64_t n = 0;

@@ -80,10 +80,11 @@ LceProblem lce_problem(const Tensor& x, const Tensor& weight, const Tensor& targ
 void lce_check_grad(const Tensor& grad, const LceProblem& p);
 
 // Tokens a chunk: FUSEDOPS_LCE_CHUNK_ROWS, else as many as keep a chunk's
-// buffers near kChunkBytes (at least kMinChunkRows): its opmath logits or,
-// with `own_dl` (the gradient at the logits narrower than opmath, in a buffer
-// of its own), that gradient, the logits then a chunk's rows / kLogitsShare.
-int64_t lce_chunk_rows(const LceProblem& p, bool own_dl);
+// buffers near kChunkBytes (half of it without `grads`; at least
+// kMinChunkRows): its opmath logits or, with `own_dl` (the gradient at the
+// logits narrower than opmath, in a buffer of its own), that gradient, the
+// logits then a chunk's rows / kLogitsShare.
+int64_t lce_chunk_rows(const LceProblem& p, bool grads, bool own_dl);
 inline constexpr int64_t kLogitsShare = 4;
 
 // Columns a vocab slab (chunks.h's run_slabs): FUSEDOPS_LCE_SLAB_COLS, else as

@@ -30,9 +30,12 @@ struct StridedLayout {
   }
 };
 
-// What a launcher needs to size its grid, read once per device by the glue.
+// What a launcher needs to size its grid, read once per device by the glue;
+// and whether the device runs sm_90a code (compute capability 9.0 exactly:
+// the CUTLASS GEMMs' wgmma runs on no other arch).
 struct DeviceInfo {
   int sm_count;
+  bool sm90;
 };
 
 }  // namespace fusedops

@@ -329,6 +329,22 @@ __global__ void __launch_bounds__(kThreads) slab_grad_kernel(LceSlab s) {
   }
 }
 
+// The rows' values of the fused slab GEMM's epilogue (launch_lce_slab_rows),
+// and the vocab's column indices, a thread an element of either.
+__global__ void __launch_bounds__(kThreads)
+    slab_rows_kernel(LceSlab s, float* __restrict__ factor, float* __restrict__ target,
+                     float* __restrict__ columns) {
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i < s.math.vocab) columns[i] = float(i);
+  if (i >= s.rows) return;
+  const int64_t t = s.target[i];
+  const LceMath& m = s.math;
+  float w = s.grad != nullptr ? static_cast<const float*>(s.grad)[i * s.grad_stride] : 1.0f;
+  if (s.scale != nullptr) w *= *static_cast<const float*>(s.scale);
+  factor[i] = lce_in_range(t, m) ? w : NAN;
+  target[i] = !lce_counts(t, m) ? -1.0f : lce_in_range(t, m) ? float(t) : -2.0f;
+}
+
 template <typename A>
 __global__ void __launch_bounds__(kThreads) count_kernel(const int64_t* __restrict__ target, int64_t n,
                                                          int64_t ignore_index, A* __restrict__ counts) {
@@ -495,6 +511,14 @@ cudaError_t launch_lce_slab_grad(const LceSlab& s, cudaStream_t stream) {
     }
     return cudaGetLastError();
   });
+}
+
+cudaError_t launch_lce_slab_rows(const LceSlab& s, float* factor, float* target, float* columns,
+                                 cudaStream_t stream) {
+  if (s.dtype == DType::Float64) return cudaErrorInvalidValue;  // the epilogue's vectors are float32
+  slab_rows_kernel<<<work_grid(std::max(s.rows, s.math.vocab)), kThreads, 0, stream>>>(s, factor, target,
+                                                                                       columns);
+  return cudaGetLastError();
 }
 
 cudaError_t launch_lce_count(DType dtype, const int64_t* target, int64_t n, int64_t ignore_index,

@@ -19,6 +19,14 @@ cudaError_t launch_lce_rows(const LceRows& r, cudaStream_t stream);
 // (lce_slab_grad): no reduction, no host synchronization.
 cudaError_t launch_lce_slab_grad(const LceSlab& s, cudaStream_t stream);
 
+// The rows' values the fused slab GEMM's epilogue reads besides their lse
+// (cuda/linear_cross_entropy/sm90/slab_gemm.h), float32 [s.rows] each, from
+// s's rows (all of them; its logits and slab unused): the factor (NaN where
+// the target is out of range) and the target as a float (-1 ignored, -2 out
+// of range); and columns [vocab] = 0, 1, ... Float32 opmath only.
+cudaError_t launch_lce_slab_rows(const LceSlab& s, float* factor, float* target, float* columns,
+                                 cudaStream_t stream);
+
 // counts[0] = the number of targets that are not ignore_index, counts[1] =
 // 1 / counts[0] (inf for none), both opmath of `dtype`.
 cudaError_t launch_lce_count(DType dtype, const int64_t* target, int64_t n, int64_t ignore_index,

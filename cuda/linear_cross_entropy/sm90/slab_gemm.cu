@@ -1,0 +1,161 @@
+// The vocab slab's gradient GEMM (slab_gemm.h) as CUTLASS types: linear's
+// mainloop and tile configurations (cuda/linear/sm90/gemm_kernel.cuh) under
+// an epilogue tree of our own, whose one compute node takes the accumulator,
+// two per-column vectors (bias, column index) and three per-row ones (lse,
+// factor, target column) and applies lce_grad (cuda/linear_cross_entropy/
+// lce_math.h) in float32. bfloat16 and float16, one translation unit.
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
+#include <cutlass/epilogue/fusion/sm90_visitor_compute_tma_warpspecialized.hpp>
+#include <cutlass/epilogue/fusion/sm90_visitor_load_tma_warpspecialized.hpp>
+
+#include "cuda/linear/sm90/gemm_kernel.cuh"
+#include "cuda/linear_cross_entropy/sm90/slab_gemm.h"
+
+namespace fusedops::cuda::sm90 {
+namespace {
+
+namespace fusion = cutlass::epilogue::fusion;
+
+struct SlabMath {
+  float softcap, spread, hit;
+};
+
+// w * (exp(z - lse) - spread - (column == target) * hit) * (1 - (z / c)^2)
+// for z = c * tanh((acc + bias) / c) (z = acc + bias without a softcap); 0
+// where the target is ignored (-1). exp as __expf: the output is a half type,
+// as the held rows kernel's (cuda/linear_cross_entropy/linear_cross_entropy.cu).
+template <class V>
+struct SlabGrad {
+  using Arguments = SlabMath;
+
+  CUTLASS_DEVICE V operator()(const V& acc, const V& bias, const V& column, const V& lse, const V& factor,
+                              const V& target, const SlabMath& m) const {
+    V out;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < V::kElements; ++i) {
+      float z = acc[i] + bias[i], shrink = 1.0f;
+      if (m.softcap > 0.0f) {
+        const float u = tanhf(z / m.softcap);
+        z = m.softcap * u;
+        shrink = 1.0f - u * u;
+      }
+      const float d = __expf(z - lse[i]) - m.spread - (column[i] == target[i] ? m.hit : 0.0f);
+      out[i] = target[i] == -1.0f ? 0.0f : factor[i] * d * shrink;
+    }
+    return out;
+  }
+};
+
+template <class T, class Config>
+struct Sm90SlabGrad {
+  using Layout = cutlass::layout::RowMajor;
+  using LayoutW = cutlass::layout::ColumnMajor;  // the slab's rows of weight [cols, K]: K x cols column-major
+  static constexpr int kAlign = 16 / sizeof(T);
+  using TileShape = typename Config::TileShape;
+  using ClusterShape = typename Config::ClusterShape;
+
+  using PerColumn = fusion::Sm90RowBroadcast<0, TileShape, float, float>;  // a value a column of dl
+  using PerRow = fusion::Sm90ColBroadcast<0, TileShape, float, float>;     // a value a row
+  using Tree =
+      fusion::Sm90EVT<fusion::Sm90Compute<SlabGrad, T, float, cutlass::FloatRoundStyle::round_to_nearest>,
+                      fusion::Sm90AccFetch, PerColumn, PerColumn, PerRow, PerRow, PerRow>;
+
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, Layout, kAlign, T, Layout, kAlign,
+      typename Config::EpilogueSchedule, Tree>::CollectiveOp;
+
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, Layout, kAlign, T, LayoutW, kAlign, float,
+      TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      typename Config::Schedule>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  static typename Gemm::Arguments arguments(const SlabGemm& s) {
+    const LinearGemm& g = s.gemm;
+    using Element = typename Gemm::ElementA;
+    typename Kernel::StrideA sx{};
+    typename Kernel::StrideB sw{};
+    typename Kernel::StrideD sd{};
+    cute::get<0>(sx) = g.ldx;
+    cute::get<0>(sw) = g.ldw;
+    cute::get<0>(sd) = g.n;
+    typename Gemm::Arguments args{};
+    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+    args.problem_shape = {static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1};
+    args.mainloop = {static_cast<const Element*>(g.x), sx, static_cast<const Element*>(g.w), sw};
+    args.epilogue.thread = {{},               // the accumulator
+                            {s.bias},         // null: 0
+                            {s.columns},      //
+                            {s.rows.lse},     //
+                            {s.rows.factor},  //
+                            {s.rows.target},  //
+                            {s.softcap, s.spread, s.hit}};
+    args.epilogue.ptr_C = nullptr;
+    args.epilogue.ptr_D = static_cast<Element*>(g.out);
+    args.epilogue.dD = sd;
+    args.hw_info.sm_count = g.sm_count;
+    const TileOrder order = order_for(g);
+    using Options = typename Kernel::TileScheduler::RasterOrderOptions;
+    args.scheduler.max_swizzle_size = order.swizzle;
+    args.scheduler.raster_order = order.raster == Raster::AlongM   ? Options::AlongM
+                                  : order.raster == Raster::AlongN ? Options::AlongN
+                                                                   : Options::Heuristic;
+    return args;
+  }
+
+  static cudaError_t run(const SlabGemm& s, void* workspace, size_t* bytes, cudaStream_t stream) {
+    const typename Gemm::Arguments args = arguments(s);
+    if (workspace == nullptr && bytes != nullptr) {
+      *bytes = Gemm::get_workspace_size(args);
+      return cudaSuccess;
+    }
+    Gemm gemm;
+    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+    if (gemm.run(stream) != cutlass::Status::kSuccess) {
+      const cudaError_t error = cudaGetLastError();
+      return error == cudaSuccess ? cudaErrorLaunchFailure : error;
+    }
+    return cudaGetLastError();
+  }
+};
+
+template <class T>
+cudaError_t run_typed(const SlabGemm& s, void* workspace, size_t* bytes, cudaStream_t stream) {
+  return tiles_for(s.gemm) == Tiles::Cooperative256
+             ? Sm90SlabGrad<T, Cooperative256>::run(s, workspace, bytes, stream)
+             : Sm90SlabGrad<T, PingPong128>::run(s, workspace, bytes, stream);
+}
+
+cudaError_t run(const SlabGemm& s, void* workspace, size_t* bytes, cudaStream_t stream) {
+  return s.gemm.dtype == DType::BFloat16 ? run_typed<cutlass::bfloat16_t>(s, workspace, bytes, stream)
+                                         : run_typed<cutlass::half_t>(s, workspace, bytes, stream);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool slab_supported(const SlabGemm& s) {
+  const bool vectors = (s.bias == nullptr || aligned16(s.bias)) && aligned16(s.columns) &&
+                       aligned16(s.rows.lse) && aligned16(s.rows.factor) && aligned16(s.rows.target);
+  return supported(s.gemm) && s.gemm.act == Act::None && s.gemm.bias == nullptr && s.gemm.aux == nullptr &&
+         vectors;
+}
+
+size_t slab_workspace_size(const SlabGemm& s) {
+  size_t bytes = 0;
+  return run(s, nullptr, &bytes, nullptr) == cudaSuccess ? bytes : 0;
+}
+
+cudaError_t launch_slab_gemm(const SlabGemm& s, void* workspace, cudaStream_t stream) {
+  if (!slab_supported(s)) return cudaErrorInvalidValue;
+  return run(s, workspace, nullptr, stream);
+}
+
+}  // namespace fusedops::cuda::sm90
