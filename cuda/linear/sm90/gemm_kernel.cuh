@@ -75,86 +75,109 @@ struct Cooperative256 {
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
 };
 
-template <class T, Act kAct, bool kAux, class Config>
-struct Sm90Linear {
-  using Layout = cutlass::layout::RowMajor;      // x [M, K], out and aux [M, N]
+// What every kernel of ours takes from g besides its epilogue tree's own
+// arguments: the problem, x and w, the dense output, the SM count and the
+// tile order.
+template <class Gemm>
+typename Gemm::Arguments gemm_arguments(const LinearGemm& g) {
+  using Kernel = typename Gemm::GemmKernel;
+  using Element = typename Gemm::ElementA;
+  typename Kernel::StrideA sx{};
+  typename Kernel::StrideB sw{};
+  typename Kernel::StrideD sd{};
+  cute::get<0>(sx) = g.ldx;
+  cute::get<0>(sw) = g.ldw;
+  cute::get<0>(sd) = g.n;
+  typename Gemm::Arguments args{};
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape = {static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1};
+  args.mainloop = {static_cast<const Element*>(g.x), sx, static_cast<const Element*>(g.w), sw};
+  args.epilogue.ptr_C = nullptr;
+  args.epilogue.ptr_D = static_cast<Element*>(g.out);
+  args.epilogue.dD = sd;
+  args.hw_info.sm_count = g.sm_count;
+  const TileOrder order = order_for(g);
+  using Options = typename Kernel::TileScheduler::RasterOrderOptions;
+  args.scheduler.max_swizzle_size = order.swizzle;
+  args.scheduler.raster_order = order.raster == Raster::AlongM   ? Options::AlongM
+                                : order.raster == Raster::AlongN ? Options::AlongN
+                                                                 : Options::Heuristic;
+  return args;
+}
+
+// Runs the GEMM with args; workspace null: *bytes = the workspace it needs.
+template <class Gemm>
+cudaError_t run_gemm(const typename Gemm::Arguments& args, void* workspace, size_t* bytes,
+                     cudaStream_t stream) {
+  if (workspace == nullptr && bytes != nullptr) {
+    *bytes = Gemm::get_workspace_size(args);
+    return cudaSuccess;
+  }
+  Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+  if (gemm.run(stream) != cutlass::Status::kSuccess) {
+    const cudaError_t error = cudaGetLastError();
+    return error == cudaSuccess ? cudaErrorLaunchFailure : error;
+  }
+  return cudaGetLastError();
+}
+
+// The kernel types of a GEMM of ours, x [M, K] . w [N, K]^T in T, whose
+// epilogue is `FusionOp` (a CUTLASS fusion operation or epilogue tree) on the
+// float32 accumulator, writing a dense [M, N] of T.
+template <class T, class Config, class FusionOp>
+struct Sm90Gemm {
+  using Layout = cutlass::layout::RowMajor;      // x [M, K], out [M, N]
   using LayoutW = cutlass::layout::ColumnMajor;  // w [N, K] row-major is K x N column-major
   static constexpr int kAlign = 16 / sizeof(T);  // TMA: 16-byte rows
-  using TileShape = typename Config::TileShape;
-  using ClusterShape = typename Config::ClusterShape;
+
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
+      typename Config::ClusterShape, cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
+      Layout, kAlign, T, Layout, kAlign, typename Config::EpilogueSchedule, FusionOp>::CollectiveOp;
+
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, Layout, kAlign, T, LayoutW, kAlign, float,
+      typename Config::TileShape, typename Config::ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      typename Config::Schedule>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+
+// linear's: CUTLASS's per-column bias + activation (+ aux z) tree.
+template <class T, Act kAct, bool kAux, class Config>
+struct Sm90Linear {
+  static constexpr int kAlign = 16 / sizeof(T);
   template <class V>
   using Fn = typename ClampedAct<kAct>::template Fn<V>;
 
   using FusionOp = std::conditional_t<
       kAux,
-      cutlass::epilogue::fusion::LinCombPerColBiasEltActAux<Layout, Fn, T, float, T, T, T, float, kAlign,
-                                                            kAlign>,
+      cutlass::epilogue::fusion::LinCombPerColBiasEltActAux<cutlass::layout::RowMajor, Fn, T, float, T, T, T,
+                                                            float, kAlign, kAlign>,
       cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Fn, T, float, T, T, float, kAlign>>;
-
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, Layout, kAlign, T, Layout, kAlign,
-      typename Config::EpilogueSchedule, FusionOp>::CollectiveOp;
-
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, Layout, kAlign, T, LayoutW, kAlign, float,
-      TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename Epilogue::SharedStorage))>,
-      typename Config::Schedule>::CollectiveOp;
+  using Gemm = typename Sm90Gemm<T, Config, FusionOp>::Gemm;
 
   // The bounds reach the functor only if the tree's activation node takes them.
-  static_assert(std::is_same_v<typename Epilogue::FusionCallbacks::Arguments::ActivationArguments, Bounds>);
-
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-
-  static typename Gemm::Arguments arguments(const LinearGemm& g) {
-    using Element = typename Gemm::ElementA;
-    typename Kernel::StrideA sx{};
-    typename Kernel::StrideB sw{};
-    typename Kernel::StrideD sd{};
-    cute::get<0>(sx) = g.ldx;
-    cute::get<0>(sw) = g.ldw;
-    cute::get<0>(sd) = g.n;
-    typename Gemm::Arguments args{};
-    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-    args.problem_shape = {static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1};
-    args.mainloop = {static_cast<const Element*>(g.x), sx, static_cast<const Element*>(g.w), sw};
-    auto& fusion = args.epilogue.thread;
-    fusion.bias_ptr = static_cast<const Element*>(g.bias);  // null: the broadcast's zero
-    fusion.activation = Bounds{g.lo, g.hi};
-    if constexpr (kAux) {
-      fusion.aux_ptr = static_cast<Element*>(g.aux);
-      fusion.dAux = sd;
-    }
-    args.epilogue.ptr_C = nullptr;
-    args.epilogue.ptr_D = static_cast<Element*>(g.out);
-    args.epilogue.dD = sd;
-    args.hw_info.sm_count = g.sm_count;
-    const TileOrder order = order_for(g);
-    using Options = typename Kernel::TileScheduler::RasterOrderOptions;
-    args.scheduler.max_swizzle_size = order.swizzle;
-    args.scheduler.raster_order = order.raster == Raster::AlongM   ? Options::AlongM
-                                  : order.raster == Raster::AlongN ? Options::AlongN
-                                                                   : Options::Heuristic;
-    return args;
-  }
+  static_assert(
+      std::is_same_v<
+          typename Sm90Gemm<T, Config, FusionOp>::Epilogue::FusionCallbacks::Arguments::ActivationArguments,
+          Bounds>);
 
   static cudaError_t run(const LinearGemm& g, void* workspace, size_t* bytes, cudaStream_t stream) {
-    const typename Gemm::Arguments args = arguments(g);
-    if (workspace == nullptr && bytes != nullptr) {
-      *bytes = Gemm::get_workspace_size(args);
-      return cudaSuccess;
+    typename Gemm::Arguments args = gemm_arguments<Gemm>(g);
+    auto& fusion = args.epilogue.thread;
+    fusion.bias_ptr = static_cast<const T*>(g.bias);  // null: the broadcast's zero
+    fusion.activation = Bounds{g.lo, g.hi};
+    if constexpr (kAux) {
+      fusion.aux_ptr = static_cast<T*>(g.aux);
+      fusion.dAux = args.epilogue.dD;
     }
-    Gemm gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-    if (gemm.run(stream) != cutlass::Status::kSuccess) {
-      const cudaError_t error = cudaGetLastError();
-      return error == cudaSuccess ? cudaErrorLaunchFailure : error;
-    }
-    return cudaGetLastError();
+    return run_gemm<Gemm>(args, workspace, bytes, stream);
   }
 };
 

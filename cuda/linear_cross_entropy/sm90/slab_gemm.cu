@@ -48,80 +48,25 @@ struct SlabGrad {
 
 template <class T, class Config>
 struct Sm90SlabGrad {
-  using Layout = cutlass::layout::RowMajor;
-  using LayoutW = cutlass::layout::ColumnMajor;  // the slab's rows of weight [cols, K]: K x cols column-major
-  static constexpr int kAlign = 16 / sizeof(T);
-  using TileShape = typename Config::TileShape;
-  using ClusterShape = typename Config::ClusterShape;
-
-  using PerColumn = fusion::Sm90RowBroadcast<0, TileShape, float, float>;  // a value a column of dl
-  using PerRow = fusion::Sm90ColBroadcast<0, TileShape, float, float>;     // a value a row
+  using PerColumn =
+      fusion::Sm90RowBroadcast<0, typename Config::TileShape, float, float>;             // a value a column
+  using PerRow = fusion::Sm90ColBroadcast<0, typename Config::TileShape, float, float>;  // a value a row
   using Tree =
       fusion::Sm90EVT<fusion::Sm90Compute<SlabGrad, T, float, cutlass::FloatRoundStyle::round_to_nearest>,
                       fusion::Sm90AccFetch, PerColumn, PerColumn, PerRow, PerRow, PerRow>;
-
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, Layout, kAlign, T, Layout, kAlign,
-      typename Config::EpilogueSchedule, Tree>::CollectiveOp;
-
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, Layout, kAlign, T, LayoutW, kAlign, float,
-      TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename Epilogue::SharedStorage))>,
-      typename Config::Schedule>::CollectiveOp;
-
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-
-  static typename Gemm::Arguments arguments(const SlabGemm& s) {
-    const LinearGemm& g = s.gemm;
-    using Element = typename Gemm::ElementA;
-    typename Kernel::StrideA sx{};
-    typename Kernel::StrideB sw{};
-    typename Kernel::StrideD sd{};
-    cute::get<0>(sx) = g.ldx;
-    cute::get<0>(sw) = g.ldw;
-    cute::get<0>(sd) = g.n;
-    typename Gemm::Arguments args{};
-    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-    args.problem_shape = {static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1};
-    args.mainloop = {static_cast<const Element*>(g.x), sx, static_cast<const Element*>(g.w), sw};
-    args.epilogue.thread = {{},               // the accumulator
-                            {s.bias},         // null: 0
-                            {s.columns},      //
-                            {s.rows.lse},     //
-                            {s.rows.factor},  //
-                            {s.rows.target},  //
-                            {s.softcap, s.spread, s.hit}};
-    args.epilogue.ptr_C = nullptr;
-    args.epilogue.ptr_D = static_cast<Element*>(g.out);
-    args.epilogue.dD = sd;
-    args.hw_info.sm_count = g.sm_count;
-    const TileOrder order = order_for(g);
-    using Options = typename Kernel::TileScheduler::RasterOrderOptions;
-    args.scheduler.max_swizzle_size = order.swizzle;
-    args.scheduler.raster_order = order.raster == Raster::AlongM   ? Options::AlongM
-                                  : order.raster == Raster::AlongN ? Options::AlongN
-                                                                   : Options::Heuristic;
-    return args;
-  }
+  using Gemm = typename Sm90Gemm<T, Config, Tree>::Gemm;
 
   static cudaError_t run(const SlabGemm& s, void* workspace, size_t* bytes, cudaStream_t stream) {
-    const typename Gemm::Arguments args = arguments(s);
-    if (workspace == nullptr && bytes != nullptr) {
-      *bytes = Gemm::get_workspace_size(args);
-      return cudaSuccess;
-    }
-    Gemm gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-    if (gemm.run(stream) != cutlass::Status::kSuccess) {
-      const cudaError_t error = cudaGetLastError();
-      return error == cudaSuccess ? cudaErrorLaunchFailure : error;
-    }
-    return cudaGetLastError();
+    typename Gemm::Arguments args = gemm_arguments<Gemm>(s.gemm);
+    // The tree's children in order, then its node's math (a null bias: the broadcast's zero).
+    args.epilogue.thread = {{},
+                            {s.bias},
+                            {s.columns},
+                            {s.rows.lse},
+                            {s.rows.factor},
+                            {s.rows.target},
+                            {s.softcap, s.spread, s.hit}};
+    return run_gemm<Gemm>(args, workspace, bytes, stream);
   }
 };
 
