@@ -158,34 +158,46 @@ def test_long_rows_give_the_float64_reference(dtype, reduction, vocab, plain):
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-@pytest.mark.parametrize("plain", [False, True], ids=["bias-options", "plain"])
+@pytest.mark.parametrize("options", [{}, {"bias": True, **OPTIONS}, {"bias": True, "ignore_index": 5}],
+                         ids=["plain", "bias-options", "ignore-a-class"])
 @pytest.mark.parametrize("fused", [True, False], ids=["slab-gemm", "unfused"])
-def test_slabs_from_the_gemms_epilogue_give_the_float64_reference(dtype, reduction, plain, fused, monkeypatch):
+def test_slabs_from_the_gemms_epilogue_give_the_float64_reference(dtype, reduction, options, fused, monkeypatch):
     """On sm_90 (with CUTLASS) a slab's gradient at the logits comes straight
     out of our GEMM's epilogue where the layouts allow it (16-byte rows: the
-    slabs of 256 classes here, not the last of 232 + 3); FUSEDOPS_LCE_SLAB_GEMM=0
-    takes the unfused path. Both give float64 torch's loss and gradients, an
-    ignored token's gradient row 0 and an out-of-range one's NaN."""
+    slabs of 200 classes here, partial tiles along both M and N, not the last
+    of 3); FUSEDOPS_LCE_SLAB_GEMM=0 takes the unfused path. Both give float64
+    torch's loss and gradients for a random incoming gradient, an ignored
+    token's gradient row 0 and an out-of-range one's NaN."""
     monkeypatch.setenv("FUSEDOPS_LCE_ALGORITHM", "slabs")
-    monkeypatch.setenv("FUSEDOPS_LCE_SLAB_COLS", "256")
+    monkeypatch.setenv("FUSEDOPS_LCE_SLAB_COLS", "200")
     monkeypatch.setenv("FUSEDOPS_LCE_SLAB_GEMM", "1" if fused else "0")
-    n, vocab = 37, 1003
-    x, w, _, b = _inputs("cuda", dtype, n=n, hidden=64, vocab=vocab, bias=not plain)
+    options = dict(options)
+    n, vocab, bias = 300, 1003, options.pop("bias", False)
+    x, w, _, b = _inputs("cuda", dtype, n=n, hidden=128, vocab=vocab, bias=bias)
     t = torch.randint(0, vocab, (n,), device="cuda")
-    t[3], t[11], t[12], t[20] = -100, vocab - 1, 0, 256  # ignored, the last class, the first, a slab's first
-    _assert_float64_reference(x, w, t, b, reduction, {} if plain else OPTIONS)
+    t[3], t[11], t[12], t[20] = options.get("ignore_index", -100), vocab - 1, 0, 200  # ignored, last, first, a slab's first
+    leaves = [v for v in (x, w, b) if v is not None]
+    loss = fusedops.linear_cross_entropy(x, w, t, b, reduction=reduction, **options)
+    grad = torch.rand_like(loss) + 0.5  # a factor a token where "none"
+    got = (loss.detach(), *torch.autograd.grad(loss, leaves, grad))
+    exact = [v.detach().double().requires_grad_() for v in leaves]
+    ref = reference(*exact[:2], t, *exact[2:], reduction=reduction, **options)
+    expected = (ref, *torch.autograd.grad(ref, exact, grad.double()))
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g.double(), e, rtol=2e-2, atol=4e-3 * e.abs().max().item())
     sm90 = torch.cuda.get_device_capability() == (9, 0) and "our sm_90a GEMM" in fusedops.build_info()["cuda_kernels"]
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
         t[7] = vocab  # out of range: that token's gradient row NaN, the others' finite
-        loss, grad_x, *_ = _loss_and_grads(x, w, t, b, reduction=reduction)
+        loss, grad_x, *_ = _loss_and_grads(x, w, t, b, reduction=reduction, **options)
         torch.cuda.synchronize()
     # CUTLASS's kernel template (the profiler cuts long names in the middle): ours, cuBLASLt's are not it
     ours = [e.name for e in profile.events() if "cutlass13device_kernel" in e.name and "GemmUniversal" in e.name]
-    assert len(ours) == (3 if fused and sm90 else 0)
+    assert len(ours) == (5 if fused and sm90 else 0)
     rows = torch.arange(n, device="cuda") != 7
     assert grad_x[7].isnan().all() and not grad_x[rows].isnan().any()
-    t[7] = -100  # ignored: its gradient row 0
-    assert torch.equal(_loss_and_grads(x, w, t, b, reduction=reduction)[1][7], torch.zeros_like(grad_x[7]))
+    t[7] = options.get("ignore_index", -100)  # ignored: its gradient row 0
+    grad_x = _loss_and_grads(x, w, t, b, reduction=reduction, **options)[1]
+    assert torch.equal(grad_x[7], torch.zeros_like(grad_x[7]))
 
 
 @pytest.mark.parametrize("vocab", [300, 20000])  # on CUDA 20000 is a long row (sm_90 and newer: held)

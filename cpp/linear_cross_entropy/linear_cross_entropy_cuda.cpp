@@ -62,22 +62,13 @@ class CudaDevice {
   // GEMM's epilogue (sm90/slab_gemm.h) where the device, the dtype and the layouts allow it; false
   // otherwise (nothing was written).
   bool slab_grad_gemm(const Tensor& dl, const Tensor& x, const Tensor& ws, const LceSlab& s) {
+    if (!slab_gemm_wanted()) return false;  // checked on every CUDA build
 #ifdef FUSEDOPS_WITH_CUTLASS
-    if (!slab_gemm_wanted()) return false;
     const DeviceInfo info = cuda::device_info(kOp, p_->x.get_device_index());
     constexpr int64_t kExactColumns = int64_t(1) << 24;  // the column indices as floats
     if (!info.sm90 || s.math.vocab >= kExactColumns || x.stride(1) != 1 || ws.stride(1) != 1 ||
         p_->opmath != ScalarType::Float) {
       return false;
-    }
-    if (!slab_rows_) {                            // the rows' values and the column indices, once a backward
-      const int64_t rows = (s.rows + 3) / 4 * 4;  // each vector 16-byte aligned
-      slab_rows_ = empty(p_->x, {2 * rows + s.math.vocab}, ScalarType::Float);
-      float* base = static_cast<float*>(slab_rows_->mutable_data_ptr());
-      float* columns = base + 2 * rows;
-      cuda::check_cuda(kOp, cuda::launch_lce_slab_rows(s, base, base + rows, columns, stream_));
-      rows_view_ = {static_cast<const float*>(s.lse), base, base + rows};
-      columns_ = columns;
     }
     cuda::sm90::SlabGemm g{};
     g.gemm.dtype = to_dtype(x.scalar_type());
@@ -91,6 +82,16 @@ class CudaDevice {
     g.gemm.n = s.cols;
     g.gemm.k = x.size(1);
     g.gemm.sm_count = info.sm_count;
+    if (!cuda::sm90::supported(g.gemm)) return false;  // before the rows' values are written for nothing
+    if (!slab_rows_) {                            // the rows' values and the column indices, once a backward
+      const int64_t rows = (s.rows + 3) / 4 * 4;  // each vector 16-byte aligned
+      slab_rows_ = empty(p_->x, {2 * rows + s.math.vocab}, ScalarType::Float);
+      float* base = static_cast<float*>(slab_rows_->mutable_data_ptr());
+      float* columns = base + 2 * rows;
+      cuda::check_cuda(kOp, cuda::launch_lce_slab_rows(s, base, base + rows, columns, stream_));
+      rows_view_ = {static_cast<const float*>(s.lse), base, base + rows};
+      columns_ = columns;
+    }
     g.bias = s.bias != nullptr ? static_cast<const float*>(s.bias) + s.col0 : nullptr;
     g.columns = columns_ + s.col0;
     g.rows = rows_view_;
