@@ -4,12 +4,11 @@
 #include <initializer_list>
 #include <limits>
 
+#include "cuda/common/common.cuh"
 #include "cuda/linear/sm90/gemm.h"
 
 namespace fusedops::cuda::sm90 {
 namespace {
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 constexpr int64_t kMaxK = 4096;
 

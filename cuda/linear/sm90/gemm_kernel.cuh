@@ -123,6 +123,20 @@ cudaError_t run_gemm(const typename Gemm::Arguments& args, void* workspace, size
   return cudaGetLastError();
 }
 
+// Kernel<T, Config>::run(call, ...) for call.gemm's dtype and tile
+// configuration: the dispatch of a GEMM of ours with its own epilogue tree
+// (`Call` holds a LinearGemm `gemm` and the tree's arguments).
+template <template <class, class> class Kernel, class Call>
+cudaError_t run_by_tiles(const Call& call, void* workspace, size_t* bytes, cudaStream_t stream) {
+  const bool coop = tiles_for(call.gemm) == Tiles::Cooperative256;
+  if (call.gemm.dtype == DType::BFloat16) {
+    return coop ? Kernel<cutlass::bfloat16_t, Cooperative256>::run(call, workspace, bytes, stream)
+                : Kernel<cutlass::bfloat16_t, PingPong128>::run(call, workspace, bytes, stream);
+  }
+  return coop ? Kernel<cutlass::half_t, Cooperative256>::run(call, workspace, bytes, stream)
+              : Kernel<cutlass::half_t, PingPong128>::run(call, workspace, bytes, stream);
+}
+
 // The kernel types of a GEMM of ours, x [M, K] . w [N, K]^T in T, whose
 // epilogue is `FusionOp` (a CUTLASS fusion operation or epilogue tree) on the
 // float32 accumulator, writing a dense [M, N] of T.

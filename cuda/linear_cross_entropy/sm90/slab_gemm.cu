@@ -8,6 +8,7 @@
 #include <cutlass/epilogue/fusion/sm90_visitor_compute_tma_warpspecialized.hpp>
 #include <cutlass/epilogue/fusion/sm90_visitor_load_tma_warpspecialized.hpp>
 
+#include "cuda/common/common.cuh"
 #include "cuda/linear/sm90/gemm_kernel.cuh"
 #include "cuda/linear_cross_entropy/sm90/slab_gemm.h"
 
@@ -70,19 +71,9 @@ struct Sm90SlabGrad {
   }
 };
 
-template <class T>
-cudaError_t run_typed(const SlabGemm& s, void* workspace, size_t* bytes, cudaStream_t stream) {
-  return tiles_for(s.gemm) == Tiles::Cooperative256
-             ? Sm90SlabGrad<T, Cooperative256>::run(s, workspace, bytes, stream)
-             : Sm90SlabGrad<T, PingPong128>::run(s, workspace, bytes, stream);
-}
-
 cudaError_t run(const SlabGemm& s, void* workspace, size_t* bytes, cudaStream_t stream) {
-  return s.gemm.dtype == DType::BFloat16 ? run_typed<cutlass::bfloat16_t>(s, workspace, bytes, stream)
-                                         : run_typed<cutlass::half_t>(s, workspace, bytes, stream);
+  return run_by_tiles<Sm90SlabGrad>(s, workspace, bytes, stream);
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
