@@ -84,7 +84,12 @@ class SwiGLUDown(torch.autograd.Function):
     def backward(ctx, grad):
         gate, up, weight = ctx.saved_tensors
         rows = grad.reshape(-1, grad.shape[-1])
-        grad_weight = grad_bias = None
+        grad_gate = grad_up = grad_weight = grad_bias = None
+        # The inputs' gradients first, the product after: the product's gradient is freed before the
+        # product is made, so the step's peak (this backward at the last layer) holds three tensors of
+        # gate's size, not four.
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+            grad_gate, grad_up = _autograd.call_backward_op(SWIGLU_BACKWARD, grad @ weight, gate, up)
         if ctx.needs_input_grad[2]:
             # The op swiglu, not the forward's _swiglu_nograd: torch.compile's common-subexpression pass merges
             # two calls of one op, and the product would be saved after all.
@@ -92,9 +97,6 @@ class SwiGLUDown(torch.autograd.Function):
             grad_weight = rows.t() @ product.reshape(-1, product.shape[-1])
         if ctx.has_bias and ctx.needs_input_grad[3]:
             grad_bias = rows.sum(0)
-        grad_gate = grad_up = None
-        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-            grad_gate, grad_up = _autograd.call_backward_op(SWIGLU_BACKWARD, grad @ weight, gate, up)
         return grad_gate, grad_up, grad_weight, grad_bias
 
 
