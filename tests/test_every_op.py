@@ -48,9 +48,11 @@ def test_forward_matches_float64_reference(sample, device, dtype, layout):
     outs = outputs(sample.call(*inputs))
     expected = outputs(sample.ref(*(t.double() for t in inputs)))
     assert len(outs) == len(expected)
-    for out, ref, out_dtype in zip(outs, expected, sample.out_dtypes(dtype, len(outs)), strict=True):
+    strides = sample.out_strides(*inputs) if sample.out_strides else [None] * len(outs)
+    for out, ref, out_dtype, stride in zip(outs, expected, sample.out_dtypes(dtype, len(outs)), strides,
+                                           strict=True):
         assert out.shape == ref.shape and out.dtype == out_dtype and out.device == inputs[0].device
-        assert out.is_contiguous()
+        assert out.stride() == stride if stride else out.is_contiguous()
         torch.testing.assert_close(out.double(), ref, **sample.tolerance[dtype])
     if sample.same_bits_as_ref:
         assert all(torch.equal(o, r) for o, r in zip(outs, outputs(sample.ref(*inputs)), strict=True))

@@ -42,14 +42,47 @@ def projected(batch, seq, heads, head_dim, device, dtype):
 @pytest.mark.parametrize("interleaved", [False, True])
 def test_hf_tables_in_the_model_dtype_or_float32(device, dtype, table_dtype, interleaved):
     """A half-type q with HF's tables in q's dtype (as HF passes them) or in
-    float32 (not rounded): q's dtype out, contiguous, float32 math rounded once."""
+    float32 (not rounded): q's dtype out, float32 math rounded once."""
     cos, sin = hf_tables(2, 33, 64, device, dtype if table_dtype == "same" else torch.float32, interleaved)
     q, k = projected(2, 33, 8, 128, device, dtype), projected(2, 33, 2, 128, device, dtype)
     got = fusedops.rotary(q, k, cos, sin, interleaved=interleaved)
     expected = hf_rotary(q.double(), k.double(), cos.double(), sin.double(), interleaved)
     for g, e in zip(got, expected, strict=True):
-        assert g.dtype == dtype and g.is_contiguous()
+        assert g.dtype == dtype
         torch.testing.assert_close(g.double(), e, **TOLERANCE[dtype])
+
+
+def layout(x):
+    return "seq-major" if x.transpose(1, 2).is_contiguous() else "contiguous" if x.is_contiguous() else "other"
+
+
+@pytest.mark.parametrize("q_layout", ["seq-major", "contiguous", "strided"])
+def test_outputs_and_gradients_laid_out_as_the_projections(device, q_layout):
+    """Seq-major q and k (HF's projections seen through transpose(1, 2)) give
+    seq-major outputs, as HF's formula does: SDPA lays its output out as its
+    query, so o_proj's input is a view, not a copy, and the gradients flowing
+    back are seq-major, so the projections' gradients are views too. Other
+    layouts give contiguous outputs. Values against float64 at each layout;
+    the fake kernel's strides are the real ones."""
+    cos, sin = hf_tables(2, 5, 16, device)
+    base = {"seq-major": projected(2, 5, 3, 16, device, torch.float32),
+            "contiguous": torch.randn(2, 3, 5, 16, device=device),
+            "strided": torch.randn(2, 3, 5, 40, device=device)[..., 4:20]}[q_layout].requires_grad_()
+    x = torch.randn(2, 5, 16, device=device, requires_grad=True)  # k: a projection of one head
+    k = x.view(2, 5, 1, 16).transpose(1, 2)
+    got = fusedops.rotary(base, k, cos, sin)
+    assert [layout(t) for t in got] == [q_layout if q_layout != "strided" else "contiguous", "seq-major"]
+    expected = hf_rotary(base.double(), k.double(), cos.double(), sin.double())
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g.double(), e, rtol=1e-6, atol=1e-6)
+    with torch._subclasses.fake_tensor.FakeTensorMode() as mode:
+        fake = torch.ops.fusedops.rotary(mode.from_tensor(base), mode.from_tensor(k), mode.from_tensor(cos),
+                                         mode.from_tensor(sin))
+    assert [t.stride() for t in fake] == [t.stride() for t in got]
+    grads = [torch.randn_like(t) for t in got]  # preserve_format: as laid out as the outputs
+    back = torch.ops.fusedops._rotary_backward(*grads, cos, sin, False)
+    assert [layout(t) for t in back] == [layout(t) for t in got]
+    torch.testing.assert_close(back[0], fusedops.rotary(grads[0], grads[1], cos, -sin)[0], rtol=1e-6, atol=1e-6)
 
 
 def complex_rotation(x, angles, interleaved):

@@ -146,13 +146,13 @@ inline int64_t leading_rows(const Tensor& t) {
   return rows;
 }
 
-// A contiguous tensor of `sizes` on `like`'s device, of `like`'s dtype unless
-// given. torch's empty_strided called through the C shim: torch::stable's
-// new_empty goes through the dispatcher, a microsecond or two a call that
-// small calls notice.
-inline Tensor empty(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef sizes,
-                    std::optional<ScalarType> dtype = std::nullopt) {
-  const std::vector<int64_t> strides = contiguous_strides(sizes);
+// A tensor of `sizes` and `strides` on `like`'s device, of `like`'s dtype
+// unless given. torch's empty_strided called through the C shim:
+// torch::stable's new_empty goes through the dispatcher, a microsecond or two
+// a call that small calls notice.
+inline Tensor empty_strided(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef sizes,
+                            torch::headeronly::IntHeaderOnlyArrayRef strides,
+                            std::optional<ScalarType> dtype = std::nullopt) {
   int32_t device_type = 0, device_index = 0, dtype_code = 0;
   TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
   TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
@@ -167,6 +167,12 @@ inline Tensor empty(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef
     throw_out_of_memory(like, sizes, dtype_code);
   }
   return Tensor(handle);
+}
+
+// A contiguous tensor of `sizes`, as above.
+inline Tensor empty(const Tensor& like, torch::headeronly::IntHeaderOnlyArrayRef sizes,
+                    std::optional<ScalarType> dtype = std::nullopt) {
+  return empty_strided(like, sizes, contiguous_strides(sizes), dtype);
 }
 
 // torch.clamp with a NaN bound gives NaN everywhere; the kernels' clamp

@@ -72,9 +72,37 @@ void check_tables(const char* first_name, const Tensor& first, const Tensor& cos
                  " must have cos's shape ", ShapeText{c});
 }
 
+// Whether x [batch, heads, seq, head_dim] is a [batch, seq, heads, head_dim]
+// tensor seen through transpose(1, 2), as attention takes a projection's
+// output: torch's `x.transpose(1, 2).is_contiguous()` (dims of size 1 do not
+// count; an empty x is).
+bool seq_major(const Tensor& x) {
+  if (x.numel() == 0) return true;
+  int64_t expected = 1;
+  for (const int d : {3, 1, 2, 0}) {
+    if (x.size(d) == 1) continue;
+    if (x.stride(d) != expected) return false;
+    expected *= x.size(d);
+  }
+  return true;
+}
+
+// An output for x: laid out as x where x is seq-major (so attention's output,
+// which SDPA lays out as its query, and the gradients going back into the
+// projections need no copy), contiguous otherwise. The shape functions
+// (src/fusedops/ops/rotary.py) allocate alike.
+Tensor empty_like_heads(const Tensor& x) {
+  if (!seq_major(x)) return empty(x, x.sizes());
+  const std::vector<int64_t> s = contiguous_strides({x.size(0), x.size(2), x.size(1), x.size(3)});
+  return empty_strided(x, x.sizes(), {s[0], s[2], s[1], s[3]});
+}
+
 RotaryTensor rotary_tensor(const Tensor& in, const Tensor& out) {
   RotaryTensor t{.in = in.const_data_ptr(), .out = out.data_ptr(), .heads = in.size(1)};
-  for (int d = 0; d < 4; ++d) t.strides[d] = in.size(d) == 1 ? 0 : in.stride(d);
+  for (int d = 0; d < 4; ++d) {
+    t.strides[d] = in.size(d) == 1 ? 0 : in.stride(d);
+    t.out_strides[d] = out.stride(d);
+  }
   return t;
 }
 
@@ -109,8 +137,8 @@ RotaryCall rotary_setup(const Tensor& q, const Tensor& k, const Tensor& cos, con
   check_first("q", q);
   check_second("q", q, "k", k);
   check_tables("q", q, cos, sin);
-  RotaryCall call{.q_out = empty(q, q.sizes()),
-                  .k_out = empty(k, k.sizes()),
+  RotaryCall call{.q_out = empty_like_heads(q),
+                  .k_out = empty_like_heads(k),
                   .problem = rotary_problem(q, cos, sin, interleaved, false)};
   call.problem.q = rotary_tensor(q, call.q_out);
   call.problem.k = rotary_tensor(k, call.k_out);
@@ -126,8 +154,8 @@ RotaryCall rotary_backward_setup(const std::optional<Tensor>& grad_q, const std:
   check_first(name, first);
   if (grad_q && grad_k) check_second("grad_q", *grad_q, "grad_k", *grad_k);
   check_tables(name, first, cos, sin);
-  RotaryCall call{.q_out = grad_q ? empty(first, grad_q->sizes()) : no_tensor(first),
-                  .k_out = grad_k ? empty(first, grad_k->sizes()) : no_tensor(first),
+  RotaryCall call{.q_out = grad_q ? empty_like_heads(*grad_q) : no_tensor(first),
+                  .k_out = grad_k ? empty_like_heads(*grad_k) : no_tensor(first),
                   .problem = rotary_problem(first, cos, sin, interleaved, true)};
   if (grad_q) call.problem.q = rotary_tensor(*grad_q, call.q_out);
   if (grad_k) call.problem.k = rotary_tensor(*grad_k, call.k_out);

@@ -19,7 +19,8 @@ constexpr char kRotary[] = "rotary";
 // (q_out, k_out), or the backward's (grad_q, grad_k).
 using RotaryOutputs = std::tuple<Tensor, Tensor>;
 
-// One call's outputs (contiguous, allocated) and the problem that fills them.
+// One call's outputs (allocated: seq-major where the input is, else
+// contiguous; rotary.cpp's empty_like_heads) and the problem that fills them.
 struct RotaryCall {
   Tensor q_out, k_out;
   RotaryProblem problem;

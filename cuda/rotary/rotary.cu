@@ -205,7 +205,8 @@ template <typename T, typename C>
 bool vectorizable(const RotaryProblem& p) {
   constexpr int64_t kChunk = 2 * kVec16<T>;
   const auto tensor = [](const RotaryTensor& x) {
-    return x.heads == 0 || (vector_rows(x.in, x.strides, 4, kVec16<T>) && aligned16(x.out));
+    return x.heads == 0 ||
+           (vector_rows(x.in, x.strides, 4, kVec16<T>) && vector_rows(x.out, x.out_strides, 4, kVec16<T>));
   };
   const auto table = [&](const RotaryTable& t) {
     return p.rotary_dim == 0 || vector_rows(t.data, t.strides, 3, kVec16<C>);

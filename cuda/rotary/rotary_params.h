@@ -12,13 +12,14 @@ namespace fusedops {
 
 // One of q and k (or of their gradients): `in` is [batch, heads, seq,
 // head_dim] with any strides (in elements; 0 along a dim of size 1), `out` a
-// contiguous tensor of the same shape. heads == 0: nothing to do (a gradient
-// not asked for).
+// tensor of the same shape, dense along head_dim. heads == 0: nothing to do (a
+// gradient not asked for).
 struct RotaryTensor {
   const void* in = nullptr;
   void* out = nullptr;
   int64_t heads = 0;
-  int64_t strides[4] = {};  // of `in`: batch, heads, seq, head_dim
+  int64_t strides[4] = {};      // of `in`: batch, heads, seq, head_dim
+  int64_t out_strides[4] = {};  // of `out`, the last 1
 };
 
 // cos or sin: one value per rotated element of each position, [b, s, r] at
@@ -51,7 +52,7 @@ FUSEDOPS_HD RotaryRow rotary_row(const RotaryProblem& p, int64_t b, int64_t s, i
   const int64_t head = is_q ? h : h - p.q.heads;
   return {.is_q = is_q,
           .in = b * x.strides[0] + head * x.strides[1] + s * x.strides[2],
-          .out = ((b * x.heads + head) * p.seq + s) * p.head_dim,
+          .out = b * x.out_strides[0] + head * x.out_strides[1] + s * x.out_strides[2],
           .in_stride = x.strides[3]};
 }
 

@@ -65,6 +65,8 @@ class Sample:
     # or a tuple of each output's (a norm's narrow out_dtype beside its summed).
     out_dtype: Callable[[torch.dtype], torch.dtype | tuple[torch.dtype, ...]] = lambda dtype: dtype
     same_bits_as_ref: bool = False  # the reference in the inputs' dtype gives these bits
+    # The tensor inputs -> each output's strides (default: contiguous outputs).
+    out_strides: Callable[..., tuple[tuple[int, ...], ...]] | None = None
     double_backward: bool = False  # otherwise a double backward must raise
 
     @property

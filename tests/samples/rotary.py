@@ -55,10 +55,19 @@ def rotary(what, q, k, table, interleaved=False, transposed=False, bad=()):
     def torch_args(q, k, cos, sin):
         return (*heads(q, k), cos, sin, interleaved), {}
 
+    def out_strides(q, k, cos, sin):
+        """Seq-major outputs for seq-major heads (as HF's formula gives), else contiguous."""
+        def like(x):
+            b, h, s, d = x.shape
+            seq_major = x.transpose(1, 2).is_contiguous()
+            return torch.empty(b, s, h, d).transpose(1, 2).stride() if seq_major else torch.empty(b, h, s, d).stride()
+        return tuple(like(x) for x in heads(q, k))
+
     if transposed:
         q, k = (s[:1] + (s[2], s[1]) + s[3:] for s in (q, k))
     return Sample("rotary", what, ("q", "k", "cos", "sin"), (q, k, table, table), call=call, ref=ref,
-                  torch_args=torch_args, differentiable=("q", "k"), bad=bad, double_backward=True)
+                  torch_args=torch_args, differentiable=("q", "k"), bad=bad, double_backward=True,
+                  out_strides=out_strides)
 
 
 def _call(q, k, cos, sin, **kw):

@@ -32,7 +32,10 @@ def rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tenso
     (partial rotary, as GPT-NeoX and Phi), the rest pass through. cos and sin
     have q's dtype, or float32 with a float16/bfloat16 q (no rounding of the
     tables). Math in float32 for the half types, rounded once; the outputs are
-    contiguous and of q's dtype.
+    of q's dtype and laid out as q and k where those are [batch, seq, heads,
+    head_dim] tensors seen through transpose(1, 2) (HF's projections: SDPA
+    then lays its output out so, and no copy is made before o_proj or for the
+    gradients going back into the projections), contiguous otherwise.
 
     interleaved=True: GPT-J's (and RoFormer's) pairs (x[2i], x[2i + 1]), with
     rotate_every_two in place of rotate_half; cos and sin then hold each
@@ -139,11 +142,19 @@ def _check_tables(first_name, first, cos, sin):
         _checks.fail(OP, f"sin of shape {_checks.shape_text(sin.shape)} must have cos's shape {shape}")
 
 
+def _empty_like_heads(x):
+    """rotary.cpp's empty_like_heads: seq-major (x.transpose(1, 2) contiguous,
+    as attention takes a projection's output) where x is, else contiguous."""
+    if x.transpose(1, 2).is_contiguous():
+        return x.new_empty((x.shape[0], x.shape[2], x.shape[1], x.shape[3])).transpose(1, 2)
+    return x.new_empty(x.shape)
+
+
 def _shape(q, k, cos, sin, interleaved=False):
     _check_first("q", q)
     _check_second("q", q, "k", k)
     _check_tables("q", q, cos, sin)
-    return q.new_empty(q.shape), k.new_empty(k.shape)
+    return _empty_like_heads(q), _empty_like_heads(k)
 
 
 torch.library.register_fake("fusedops::rotary")(_shape)
@@ -159,7 +170,7 @@ def _backward_shape(grad_q, grad_k, cos, sin, interleaved):
     if grad_q is not None and grad_k is not None:
         _check_second("grad_q", grad_q, "grad_k", grad_k)
     _check_tables(name, first, cos, sin)
-    return tuple(first.new_empty(g.shape if g is not None else 0) for g in (grad_q, grad_k))
+    return tuple(_empty_like_heads(g) if g is not None else first.new_empty(0) for g in (grad_q, grad_k))
 
 
 # ---- autograd ------------------------------------------------------------------------------
