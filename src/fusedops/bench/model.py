@@ -83,16 +83,19 @@ class Workload:
     description: str
 
 
-def llama(config: dict[str, int], device: torch.device) -> Workload:
+def llama(config: dict[str, int], device: torch.device, dtype: torch.dtype | None = None) -> Workload:
+    """dtype: the model's, by default bfloat16 on CUDA and float32 on the CPU."""
     import transformers
 
     hf_config = transformers.LlamaConfig(
         vocab_size=config["vocab"], hidden_size=config["hidden"], intermediate_size=config["intermediate"],
         num_hidden_layers=config["layers"], num_attention_heads=config["heads"],
         num_key_value_heads=config["kv_heads"], max_position_embeddings=config["seq"])
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
     with torch.device(device):
-        model = transformers.LlamaForCausalLM(hf_config).to(dtype).train()
+        model = transformers.LlamaForCausalLM(hf_config).train()
+    if model.dtype != dtype:  # made in dtype already: as is (a fake model's tensors cannot be swapped)
+        model = model.to(dtype)
     ids = torch.randint(0, config["vocab"], (config["batch"], config["seq"]), device=device)
     return Workload(model, lambda m: m(input_ids=ids, labels=ids).loss, ids.numel(), "tokens", None,
                     f"HF LlamaForCausalLM, {config['layers']} layers, hidden {config['hidden']}, intermediate "
