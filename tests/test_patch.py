@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
@@ -289,6 +290,42 @@ def test_mlp_holds_gate_and_up_not_their_product(autocast):
     with precision:
         _, held = loss_holding_mlp_tensors(hooked, hooked, input_ids=ids, attention_mask=mask, labels=labels)
     assert calls == [1] and held == 2 + 3
+
+
+class MostLiveAtOnce(torch.utils._python_dispatch.TorchDispatchMode):
+    """The most tensors of `numel` elements, made by ops under this mode, alive at once."""
+
+    def __init__(self, numel: int):
+        super().__init__()
+        self.numel, self.live, self.most = numel, set(), 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in torch.utils._pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.numel() == self.numel:
+                storage = t.untyped_storage()
+                if id(storage) not in self.live:
+                    self.live.add(id(storage))
+                    weakref.finalize(storage, self.live.discard, id(storage))
+                    self.most = max(self.most, len(self.live))
+        return out
+
+
+@needs_transformers
+def test_mlp_backward_holds_three_of_gates_size_at_once():
+    """The MLP's backward, where a step's memory peaks (the last layer's, with
+    every activation still held), makes gate's and up's gradients before the
+    product it recomputes: three [tokens, intermediate] tensors alive at once
+    (the product's gradient is freed first), not four."""
+    ref = causal_lm("llama")
+    ours, _ = patched_copy(ref)
+    ours.model.layers = ours.model.layers[:1]
+    ids, mask, labels = tokens()
+    loss = ours(input_ids=ids, attention_mask=mask, labels=labels).loss
+    count = MostLiveAtOnce(ids.numel() * ours.config.intermediate_size)
+    with count:
+        loss.backward()
+    assert count.most == 3
 
 
 @needs_transformers
