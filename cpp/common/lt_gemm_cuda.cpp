@@ -6,6 +6,7 @@
 #include <torch/csrc/stable/c/shim.h>
 
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -263,6 +264,35 @@ void describe(const char* op, Plan& plan, const GemmCall& c, const PlanKey& key)
   FUSEDOPS_LT_CHECK(op, cublasLtMatrixLayoutCreate(&plan.d, cuda_type(c.out_dtype), c.m, c.n, c.ldd));
 }
 
+// cuBLASLt's first algorithm suits an output of the operands' dtype. For a float32 output of half operands
+// without an epilogue (linear_cross_entropy's logits and gradient accumulators) it took 320x128 tiles for the
+// loss's logits at Llama 3's vocab, whose last wave was 15% idle; its own fifth candidate, 144x128 tiles
+// filling their last wave, ran 16% faster (H100; benchmarks/results/NOTES.md, "The loss's logits GEMM by its
+// last wave"). So there the candidate whose tiles fill their last wave best (waves / ceil(waves)) replaces
+// the first where it fills at least kFillGain more of it: smaller gains were lost to the tile shapes' own
+// rates (the weight gradient's GEMM ran 5% slower on tiles that filled 0.4% more). Every candidate computed
+// the same bits there (none splits K).
+constexpr int kCandidates = 8;
+constexpr float kFillGain = 0.02f;
+
+bool widens_halves(const GemmCall& c) {
+  return c.out_dtype == ScalarType::Float && c.dtype != ScalarType::Float &&
+         c.epilogue == CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+int fullest_last_wave(const cublasLtMatmulHeuristicResult_t* results, int found) {
+  const auto fill = [](const cublasLtMatmulHeuristicResult_t& r) {
+    return r.state == CUBLAS_STATUS_SUCCESS && r.wavesCount > 0 ? r.wavesCount / std::ceil(r.wavesCount)
+                                                                : 0.0f;
+  };
+  if (fill(results[0]) == 0.0f) return 0;  // waves unknown: the heuristic's own choice
+  int best = 0;
+  for (int i = 1; i < found; ++i) {
+    if (fill(results[i]) > fill(results[best])) best = i;
+  }
+  return fill(results[best]) >= fill(results[0]) + kFillGain ? best : 0;
+}
+
 std::unique_ptr<Plan> make_plan(const char* op, const GemmCall& c, const PlanKey& key,
                                 cublasLtHandle_t handle) {
   auto plan = std::make_unique<Plan>();
@@ -279,14 +309,16 @@ std::unique_ptr<Plan> make_plan(const char* op, const GemmCall& c, const PlanKey
   set_pref(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d);
   set_pref(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d);
 
-  cublasLtMatmulHeuristicResult_t result{};
+  std::array<cublasLtMatmulHeuristicResult_t, kCandidates> results{};
+  const int wanted = widens_halves(c) ? kCandidates : 1;
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->d,
-                                                               plan->d, pref, 1, &result, &found);
+                                                               plan->d, pref, wanted, results.data(), &found);
   // NOT_SUPPORTED (or no result) means no algorithm fits: fall back. Any
   // other failure is a bug worth reporting.
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) return plan;
   FUSEDOPS_LT_CHECK(op, status);
+  const cublasLtMatmulHeuristicResult_t& result = results[fullest_last_wave(results.data(), found)];
   if (result.state != CUBLAS_STATUS_SUCCESS) return plan;
   plan->algo = result.algo;
   plan->workspace = result.workspaceSize;
