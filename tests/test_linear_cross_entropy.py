@@ -158,6 +158,54 @@ def test_long_rows_give_the_float64_reference(dtype, reduction, vocab, plain):
     assert loss[7].isnan() and grad_x[7].isnan().all() and not grad_x[rows].isnan().any()
 
 
+# bfloat16 on CUDA only: on the CPU its row math is float32's (opmath), which the first case covers.
+_ON_CUDA = pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+
+
+@pytest.mark.parametrize(("device", "dtype"), [("cpu", torch.float32), pytest.param("cuda", torch.float32, marks=_ON_CUDA),
+                                               pytest.param("cuda", torch.bfloat16, marks=_ON_CUDA)],
+                         ids=["cpu-float32", "cuda-float32", "cuda-bfloat16"])
+@pytest.mark.parametrize("plain", [False, True], ids=["bias-options", "plain"])
+def test_many_long_rows_give_the_float64_reference(device, dtype, plain):
+    """1000 rows of 40004 classes (on CUDA sm_90 and newer held by clusters of
+    4 blocks: 250 rows a launch in bfloat16, 1000 in float32, several waves of
+    clusters), ignored tokens among them, a random incoming gradient: the loss
+    and gradients of float64 torch (in float32, where the sums run over 40004
+    classes and 1000 tokens, no further from them than twice eager float32
+    torch's error: the CPU's sums in float32 were up to 13x); an out-of-range
+    token's loss and gradient row NaN on CUDA, the others' unchanged."""
+    n, vocab = 1000, 40004
+    options = {} if plain else OPTIONS
+    x, w, _, b = _inputs(device, dtype, n=n, hidden=16, vocab=vocab, bias=not plain)
+    t = torch.randint(0, vocab, (n,), device=device)
+    t[::7] = -100
+    t[1::97] = vocab - 1
+    if dtype == torch.bfloat16:
+        _assert_float64_reference(x, w, t, b, "none", options, random_grad=True)
+    else:
+        leaves = [v for v in (x, w, b) if v is not None]
+        loss = fusedops.linear_cross_entropy(x, w, t, b, reduction="none", **options)
+        grad = torch.rand_like(loss) + 0.5
+        got = (loss, *torch.autograd.grad(loss, leaves, grad))
+        eager = reference(x, w, t, b, reduction="none", **options)
+        eager = (eager, *torch.autograd.grad(eager, leaves, grad))
+        exact = [v.detach().double().requires_grad_() for v in leaves]
+        ref = reference(*exact[:2], t, *exact[2:], reduction="none", **options)
+        ref = (ref, *torch.autograd.grad(ref, exact, grad.double()))
+        for g, e, r in zip(got, eager, ref, strict=True):
+            error, eager_error = (g.double() - r).abs().max().item(), (e.double() - r).abs().max().item()
+            assert error <= 2 * eager_error + 1e-7, (error, eager_error)
+    if device == "cpu":
+        return  # an out-of-range target raises there (test_an_out_of_range_target_on_the_cpu_is_an_error)
+    loss, grad_x, *_ = _loss_and_grads(x, w, t, b, reduction="none")
+    bad = torch.zeros(n, dtype=torch.bool, device=device)
+    bad[[2, 500, 999]] = True
+    t[bad] = vocab
+    loss2, grad_x2, *_ = _loss_and_grads(x, w, t, b, reduction="none")
+    assert loss2[bad].isnan().all() and grad_x2[bad].isnan().all()
+    assert torch.equal(loss2[~bad], loss[~bad]) and torch.equal(grad_x2[~bad], grad_x[~bad])
+
+
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

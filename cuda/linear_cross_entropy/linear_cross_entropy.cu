@@ -371,15 +371,17 @@ __global__ void __launch_bounds__(kThreads)
 // The bias gradient's column sums, accumulated chunk after chunk: a thread a
 // column, its rows in order (dlogits of the inputs' dtype, the sums opmath;
 // cuda/common/reduce.cuh's column sums neither accumulate nor read a half type).
+// In float64: a float32 sum down a thousand rows in order was 13x further from
+// float64 torch than eager torch's blocked sums.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     bias_sums_kernel(const T* __restrict__ dl, int64_t rows, int64_t cols, int64_t ld,
                      opmath_t<T>* __restrict__ acc, bool accumulate) {
   const int64_t j = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (j >= cols) return;
-  opmath_t<T> sum = 0;
+  double sum = 0;
   for (int64_t i = 0; i < rows; ++i) sum += to_opmath(dl[i * ld + j]);
-  acc[j] = accumulate ? acc[j] + sum : sum;
+  acc[j] = static_cast<opmath_t<T>>(accumulate ? acc[j] + sum : sum);
 }
 
 template <typename T>
