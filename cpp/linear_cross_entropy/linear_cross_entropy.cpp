@@ -203,8 +203,9 @@ void rows_cpu(const LceRows& r) {
         if (j == t) target = v;
       }
       const bool in_range = lce_in_range(t, m);  // always, past the target check
-      const A row_lse = A(lse.lse());
-      loss = in_range ? A(lce_loss<Sum>(lse.lse(), target, sum, m)) : A(NAN);
+      const Sum exact_lse = lse.lse();
+      const A row_lse = A(exact_lse);
+      loss = in_range ? A(lce_loss<Sum>(exact_lse, target, sum, m)) : A(NAN);
       if (lse_out != nullptr) *lse_out = row_lse;
       if (dl == nullptr) continue;
       A w = r.grad != nullptr ? static_cast<const A*>(r.grad)[i * r.grad_stride] : A(1);

@@ -369,10 +369,10 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The bias gradient's column sums, accumulated chunk after chunk: a thread a
-// column, its rows in order (dlogits of the inputs' dtype, the sums opmath;
-// cuda/common/reduce.cuh's column sums neither accumulate nor read a half type).
-// In float64: a float32 sum down a thousand rows in order was 13x further from
-// float64 torch than eager torch's blocked sums.
+// column, its rows in order (dlogits of the inputs' dtype, the sums float64,
+// stored opmath; cuda/common/reduce.cuh's column sums neither accumulate nor
+// read a half type). A float32 sum down a thousand rows in order was 13x
+// further from float64 torch than eager torch's blocked sums.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     bias_sums_kernel(const T* __restrict__ dl, int64_t rows, int64_t cols, int64_t ld,
