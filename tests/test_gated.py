@@ -103,6 +103,26 @@ def test_nan_and_inf_propagate_as_in_the_reference(call, act, device, dtype):
 
 
 @each_op
+@pytest.mark.parametrize("half", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
+@pytest.mark.parametrize("split", [False, True], ids=["two", "split"])
+def test_half_types_are_the_float32_math_rounded_once(call, act, device, half, split):
+    """Every one of the 2^16 gate values (the CPU looks the activation up by the
+    gate's bits): outputs and gradients are the float32 op's on the same values,
+    rounded to the half type, bit for bit (NaN for NaN)."""
+    gate = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int16).view(half).to(device).view(256, 256)
+    up = torch.randn(256, 256, dtype=half, device=device)
+    grad = torch.randn(256, 256, dtype=half, device=device)
+
+    def run(dtype):
+        g, u = (t.to(dtype).requires_grad_() for t in (gate, up))
+        out = call(torch.cat((g, u), 1)) if split else call(g, u)
+        return (out, *torch.autograd.grad(out, (g, u), grad.to(dtype)))
+
+    for ours, theirs in zip(run(half), run(torch.float32), strict=True):
+        torch.testing.assert_close(ours, theirs.to(half), rtol=0, atol=0, equal_nan=True)
+
+
+@each_op
 def test_float32_math_is_as_accurate_as_torchs(call, act, device):
     """In float32 (the op-math of the half types too) the activation and its
     gradient are within torch's own float32 error of the float64 reference, or

@@ -84,30 +84,41 @@ FUSEDOPS_CPU_CLONES void elementwise_dense_run(T* const (&out)[kOut], const T* c
   dense_loop(out, in, len, f);
 }
 
-// out_k = f(in) over `layout` (numel > 0 elements); out[k] / in[k] point at
-// operand k's element 0.
-template <typename T, int kOut, int kIn, typename F>
-void elementwise(const StridedLayout<kOut + kIn>& layout, int64_t numel, T* const (&out)[kOut],
-                 const T* const (&in)[kIn], const F& f) {
-  constexpr int N = kOut + kIn;
-  int64_t s[N];
-  bool dense = true;
-  for (int k = 0; k < N; ++k) {
-    s[k] = layout.strides[k][layout.ndim - 1];
-    dense = dense && s[k] == 1;
-  }
+// run(o, x, s, len) for each run of `layout` (numel > 0 elements), on
+// torch's intra-op threads: o[k] / x[k] point at the run's first element of
+// output / input k, operand k advances by s[k] (outputs first). out[k] /
+// in[k] point at operand k's element 0.
+template <typename T, int kOut, int kIn, typename Run>
+void for_each_operand_run(const StridedLayout<kOut + kIn>& layout, int64_t numel, T* const (&out)[kOut],
+                          const T* const (&in)[kIn], const Run& run) {
+  int64_t s[kOut + kIn];
+  for (int k = 0; k < kOut + kIn; ++k) s[k] = layout.strides[k][layout.ndim - 1];
   parallel_for(numel, kGrain, [&](int64_t begin, int64_t end) {
     for_each_run(layout, begin, end, [&](int64_t len, const int64_t* off) {
       T* o[kOut];
       const T* x[kIn];
       for (int k = 0; k < kOut; ++k) o[k] = out[k] + off[k];
       for (int k = 0; k < kIn; ++k) x[k] = in[k] + off[kOut + k];
-      if constexpr (!std::is_same_v<T, c10::Half>) {
-        if (dense) return elementwise_dense_run(o, x, len, f);
-      }
-      elementwise_run(o, x, s, len, f);
+      run(o, x, s, len);
     });
   });
+}
+
+// out_k = f(in) over `layout` (numel > 0 elements); out[k] / in[k] point at
+// operand k's element 0.
+template <typename T, int kOut, int kIn, typename F>
+void elementwise(const StridedLayout<kOut + kIn>& layout, int64_t numel, T* const (&out)[kOut],
+                 const T* const (&in)[kIn], const F& f) {
+  bool dense = true;
+  for (int k = 0; k < kOut + kIn; ++k) dense = dense && layout.strides[k][layout.ndim - 1] == 1;
+  for_each_operand_run(
+      layout, numel, out, in,
+      [&](T* const(&o)[kOut], const T* const(&x)[kIn], const int64_t(&s)[kOut + kIn], int64_t len) {
+        if constexpr (!std::is_same_v<T, c10::Half>) {
+          if (dense) return elementwise_dense_run(o, x, len, f);
+        }
+        elementwise_run(o, x, s, len, f);
+      });
 }
 
 }  // namespace fusedops::cpu
