@@ -51,15 +51,22 @@ inline A lane_sum(int64_t n, const Term& term) {
   return total;
 }
 
-// summed = x + residual rounded to float16, and into sum its float32 value
-// (F16C's conversions; a bfloat16 loop doing this vectorizes as it is).
-[[gnu::always_inline]] inline void half_to_sum(const c10::Half* x, const c10::Half* residual,
-                                               c10::Half* summed, int64_t n, float* sum, float* addend) {
-  cpu::half_to_float(x, sum, n);
-  cpu::half_to_float(residual, addend, n);
-  for (int64_t j = 0; j < n; ++j) sum[j] += addend[j];
-  cpu::float_to_half(sum, summed, n);
-  cpu::half_to_float(summed, sum, n);
+// summed = x + residual rounded to T, and into sum its value in op math, in
+// passes over the row that each vectorize (one loop over the three tensors,
+// which may alias for all the compiler knows, stayed scalar in bfloat16:
+// add_layer_norm's forward ran at 0.5x eager).
+template <typename T, typename A>
+[[gnu::always_inline]] inline void add_residual(const T* x, const T* residual, T* summed, int64_t n,
+                                                A* __restrict__ sum, A* __restrict__ addend) {
+  if constexpr (std::is_same_v<T, A>) {
+    for (int64_t j = 0; j < n; ++j) sum[j] = x[j] + residual[j];
+  } else {
+    cpu::to_opmath(x, sum, n);
+    cpu::to_opmath(residual, addend, n);
+    for (int64_t j = 0; j < n; ++j) sum[j] += addend[j];
+  }
+  cpu::from_opmath(sum, summed, n);
+  if constexpr (!std::is_same_v<T, A>) cpu::to_opmath(summed, sum, n);  // the rounded sum is normalized
 }
 
 // y = xhat * scale + shift with scale = offset + weight (1 without one) and
@@ -76,7 +83,7 @@ FUSEDOPS_CPU_CLONES void forward_rows(const NormForwardArgs& a, const cpu::opmat
   T* summed = static_cast<T*>(a.summed);
   const int64_t n = a.cols;
   const A eps = static_cast<A>(a.eps);
-  // The row in op math, and a second row for float16's conversions (cpu.h).
+  // The row in op math, and a second row (the residual; float16's conversions, cpu.h).
   std::vector<A> buffers(2 * n);
   A* const buffer = buffers.data();
   A* const other = buffer + n;
@@ -84,15 +91,7 @@ FUSEDOPS_CPU_CLONES void forward_rows(const NormForwardArgs& a, const cpu::opmat
     const int64_t base = row * n;
     const A* v;
     if (residual != nullptr) {  // summed = x + residual, rounded to T: what is normalized
-      if constexpr (std::is_same_v<T, c10::Half>) {
-        half_to_sum(x + base, residual + base, summed + base, n, buffer, other);
-      } else {
-        for (int64_t j = 0; j < n; ++j) {
-          const T s = static_cast<T>(A(x[base + j]) + A(residual[base + j]));
-          summed[base + j] = s;
-          buffer[j] = A(s);
-        }
-      }
+      add_residual(x + base, residual + base, summed + base, n, buffer, other);
       v = buffer;
     } else {
       v = cpu::as_opmath(x + base, n, buffer);
