@@ -76,37 +76,35 @@ template <typename T, int kOut, int kIn, typename F>
 FUSEDOPS_CPU_CLONES void by_table_run(T* const (&out)[kOut], const T* const (&in)[kIn],
                                       const int64_t (&s)[kOut + kIn], int64_t len, const F& f) {
   constexpr int kGate = kIn - 2;
-  const auto* gate = reinterpret_cast<const uint16_t*>(in[kGate]);
-  const int64_t gate_stride = s[kOut + kGate];
-  const auto each = [&](int64_t n, const uint16_t* bits, int64_t stride, const auto& read,
-                        const auto& write) {
+  const auto bits_at = [&](int64_t i) {
+    return reinterpret_cast<const uint16_t*>(in[kGate] + i * s[kOut + kGate]);
+  };
+  const auto each = [&](int64_t n, const uint16_t* gate, const auto& read, const auto& write) {
     for (int64_t i = 0; i < n; ++i) {
       float a[kIn] = {}, b[kOut];
       for (int k = 0; k < kIn; ++k) {
         if (k != kGate) a[k] = read(k, i);
       }
-      f(bits[i * stride], a, b);
+      f(gate[i], a, b);
       for (int k = 0; k < kOut; ++k) write(k, i, b[k]);
     }
   };
   if constexpr (std::is_same_v<T, c10::BFloat16>) {
     if (std::all_of(s, s + kOut + kIn, [](int64_t stride) { return stride == 1; })) {
       return each(
-          len, gate, 1, [&](int k, int64_t i) { return float(in[k][i]); },
+          len, bits_at(0), [&](int k, int64_t i) { return float(in[k][i]); },
           [&](int k, int64_t i, float v) { out[k][i] = T(v); });
     }
   }
   float x[kIn][cpu::kBlock], y[kOut][cpu::kBlock];
-  uint16_t bits[cpu::kBlock];  // the gate's block, copied as the other inputs are converted
-  for (int64_t i0 = 0; i0 < len; i0 += cpu::kBlock, gate += cpu::kBlock * gate_stride) {
+  uint16_t gate[cpu::kBlock];  // the gate's block, copied as the other inputs are converted
+  for (int64_t i0 = 0; i0 < len; i0 += cpu::kBlock) {
     const int64_t m = std::min(cpu::kBlock, len - i0);
     for (int k = 0; k < kIn; ++k) {
       if (k != kGate) cpu::load_block(x[k], in[k] + i0 * s[kOut + k], s[kOut + k], m);
     }
-    cpu::load_block(bits, gate, gate_stride, m);
-    each(
-        m, bits, 1, [&](int k, int64_t i) { return x[k][i]; },
-        [&](int k, int64_t i, float v) { y[k][i] = v; });
+    cpu::load_block(gate, bits_at(i0), s[kOut + kGate], m);
+    each(m, gate, [&](int k, int64_t i) { return x[k][i]; }, [&](int k, int64_t i, float v) { y[k][i] = v; });
     for (int k = 0; k < kOut; ++k) cpu::store_block(out[k] + i0 * s[k], y[k], s[k], m);
   }
 }
