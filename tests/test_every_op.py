@@ -17,6 +17,7 @@ from samples import (
     MORE_SHAPES,
     SAMPLES,
     Bad,
+    assert_all_close,
     assert_matches_reference,
     forward_backward,
     grads,
@@ -118,9 +119,10 @@ def test_compile_fullgraph_forward_backward(sample, device):
         inputs = sample.make(device, torch.float32, rows=rows, requires_grad=True)
         grad_out = sample.grad_out(inputs)
         got, expected = compiled(*inputs), f(*inputs)
-        torch.testing.assert_close(got, expected)
-        for g, e in zip(grads(got, inputs, grad_out), grads(expected, inputs, grad_out), strict=True):
-            torch.testing.assert_close(g, e)
+        # Inductor may sum a gradient in another order than eager (add's broadcast gradient once differed by 7.8e-5
+        # relative in a sum of 297 terms): the suite's tolerances, whose gradients' grow with their sums.
+        assert_all_close(sample, (*got, *grads(got, inputs, grad_out)), (*expected, *grads(expected, inputs, grad_out)),
+                         inputs)
 
 
 @main_samples
