@@ -49,8 +49,7 @@ def check_against_float64(ours, ref, inputs, tol):
 # ---- the kernels' row paths ------------------------------------------------------------------
 
 # Hidden sizes through every path: below a warp, odd (scalar loads), vector
-# widths, one warp of 3 or 6 vectors a thread (768: the forward's fewer-vector
-# rows), a full block of registers (8192) and past it (streamed).
+# widths, a full block of registers (8192) and past it (streamed).
 HIDDEN = [1, 7, 64, 129, 768, 8192, 8200]
 
 
@@ -166,7 +165,7 @@ NARROW_OPS = {
 
 @pytest.mark.parametrize("op", NARROW_OPS)
 @pytest.mark.parametrize("out_dtype", NARROW, ids=str)
-# scalar, vector, odd, one warp of 6 vectors a thread (ViT-B's float32 residual stream) and streamed rows
+# scalar, vector, odd, ViT-B's float32 residual stream (768: two warps a row) and streamed rows
 @pytest.mark.parametrize("hidden", [7, 64, 257, 768, 8200])
 @pytest.mark.parametrize("params", ["weight and bias", "weight", "none"])
 @pytest.mark.parametrize("offset", [0, 1])  # a storage offset: misaligned rows

@@ -483,21 +483,11 @@ dim3 block_shape(int64_t vectors, int iters) {
   return dim3(x, kBlockThreads / x);
 }
 
-// The forward holds a row in kFewer vectors a thread (16-bit elements: 3,
-// float32: 6) where that takes fewer thread slots than the default: hidden
-// 768 in one warp, whose reductions are shuffles, where the default takes
-// two warps, whose reductions cross shared memory and barriers (16-bit
-// elements: a quarter of them idle).
-template <int kVec>
-constexpr int kFewer = kVec == 8   ? 3
-                       : kVec == 4 ? 6
-                                   : 0;
-
-template <int kVec>
-bool fewer_fit_better(int64_t vectors) {
-  constexpr int kDefault = kHeldVectors<kVec>;
-  return held(vectors, kDefault) &&
-         row_threads(vectors, kFewer<kVec>) * kFewer<kVec> < row_threads(vectors, kDefault) * kDefault;
+// The forward holds a row of 16-bit elements in 3 vectors a thread where that
+// leaves fewer threads idle than 2 (hidden 768: one warp of 3 vectors, where 2
+// take two warps with a quarter idle and their reductions cross warps).
+bool three_fit_better(int64_t vectors) {
+  return held(vectors, 2) && row_threads(vectors, 3) * 3 < row_threads(vectors, 2) * 2;
 }
 
 bool aligned(const void* p, int bytes) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0; }
@@ -566,9 +556,9 @@ cudaError_t launch_norm_forward(const NormForwardArgs& a, const DeviceInfo& devi
           };
           if (!held(vectors, kIters)) {
             forward_streamed_kernel<T, W, O, kCenter, kVec><<<grid_of(a.rows), kBlockThreads, 0, stream>>>(a);
-          } else if constexpr (kFewer<kVec> != 0) {
-            if (fewer_fit_better<kVec>(vectors)) {
-              held_launch.template operator()<kFewer<kVec>>();
+          } else if constexpr (kVec == 8) {
+            if (three_fit_better(vectors)) {
+              held_launch.template operator()<3>();
             } else {
               held_launch.template operator()<kIters>();
             }
