@@ -495,6 +495,42 @@ def test_compile_of_the_patched_vit():
     assert_same_grads(ours, ref, torch.float32)
 
 
+def aten_ops_traced(model: torch.nn.Module, *inputs) -> tuple[set[str], torch.Tensor]:
+    """The ATen and custom ops of the forward graph torch.compile makes of
+    model(*inputs) (AOTAutograd's), and the output."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    names: set[str] = set()
+
+    def forward_compiler(gm, _):
+        names.update(str(node.target) for node in gm.graph.nodes if node.op == "call_function")
+        return gm.forward
+
+    torch._dynamo.reset()
+    out = torch.compile(model, fullgraph=True, backend=aot_autograd(fw_compiler=forward_compiler))(*inputs)
+    return names, out
+
+
+@needs_timm
+def test_compiled_vit_leaves_its_layer_norms_to_the_compiler():
+    """Traced by torch.compile, the patched ViT's LayerNorms (and each block's
+    residual add before norm2) are F.layer_norm's, which Inductor fuses with
+    the adds and casts around them; fc1 + GELU stays ours. Eager, they are ours."""
+    ref = vit()
+    ours, _ = patched_copy(ref)
+    images = torch.randn(2, 3, 32, 32)
+    names, out = aten_ops_traced(ours, images)
+    assert "aten.native_layer_norm.default" in names
+    assert not any(name.startswith("fusedops.") and "layer_norm" in name for name in names), names
+    assert any(name.startswith("fusedops.") and "linear" in name for name in names), names
+    torch.testing.assert_close(out, ref(images), **TOLERANCE[torch.float32])
+    with torch.profiler.profile() as prof:
+        ours(images)
+    norms = {event.key for event in prof.key_averages() if event.key.startswith("fusedops::") and
+             "layer_norm" in event.key}  # fusedops::layer_norm, or _layer_norm_forward under Python autograd
+    assert any("add_layer_norm" in key for key in norms) and any("add" not in key for key in norms), norms
+
+
 @needs_timm
 def test_vit_attention_without_sdpa_is_left_alone():
     """An Attention on timm's manual path (fused_attn off) keeps timm's forward;

@@ -12,6 +12,8 @@ gated): under autocast they write autocast's dtype themselves
 projection in an order whose gradient needs one copy instead of two (its
 forward, likewise). State dicts are unchanged: the new modules have the old
 ones' names and parameters.
+Traced by torch.compile the LayerNorms and Blocks run timm's own code
+(F.layer_norm), which Inductor fuses with the adds and casts around it.
 """
 
 from __future__ import annotations
@@ -50,9 +52,20 @@ def swap_layer_norms(parent: torch.nn.Module) -> int:
     matmul_inputs = {"norm1", "norm2"} if norms_feed_matmuls_only(parent) else set()
     for name, child in list(parent.named_children()):
         if type(child) in (torch.nn.LayerNorm, TimmLayerNorm) and len(child.normalized_shape) == 1:
-            setattr(parent, name, fusedops.nn.LayerNorm.from_layer_norm(child, autocast_output=name in matmul_inputs))
+            norm = fusedops.nn.LayerNorm.from_layer_norm(child, autocast_output=name in matmul_inputs)
+            set_forward(norm, layer_norm_forward)
+            setattr(parent, name, norm)
             swapped += 1
     return swapped
+
+
+def layer_norm_forward(norm: fusedops.nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    """fusedops.nn.LayerNorm's forward, but F.layer_norm's where torch.compile
+    traces it: Inductor fuses the residual add before a LayerNorm and autocast's
+    casts around it into its own LayerNorm kernel, not into our opaque call."""
+    if torch.compiler.is_compiling():
+        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+    return fusedops.nn.LayerNorm.forward(norm, x)
 
 
 def norms_feed_matmuls_only(block: torch.nn.Module) -> bool:
@@ -75,7 +88,10 @@ def fuse_gelu(mlp: torch.nn.Module) -> int:
 
 def block_forward(block: Block, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
                   is_causal: bool = False) -> torch.Tensor:
-    """timm's Block.forward with `x + branch` and norm2 in one pass."""
+    """timm's Block.forward with `x + branch` and norm2 in one pass (timm's
+    own where torch.compile traces it: see layer_norm_forward)."""
+    if torch.compiler.is_compiling():
+        return Block.forward(block, x, attn_mask=attn_mask, is_causal=is_causal)
     branch = block.drop_path1(block.ls1(block.attn(block.norm1(x), attn_mask=attn_mask, is_causal=is_causal)))
     # Under autocast the branch is narrower than the residual stream: the add promotes, as eager's does.
     dtype = torch.promote_types(x.dtype, branch.dtype)
