@@ -345,6 +345,40 @@ def test_compile_of_the_patched_model():
     assert_same_grads(ours, ref, torch.float32)
 
 
+def aten_ops_traced(model: torch.nn.Module, *inputs, **kwargs) -> tuple[set[str], object]:
+    """The ATen and custom ops of the forward graph torch.compile makes of
+    model(*inputs, **kwargs) (AOTAutograd's), and the output."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    names: set[str] = set()
+
+    def forward_compiler(gm, _):
+        names.update(str(node.target) for node in gm.graph.nodes if node.op == "call_function")
+        return gm.forward
+
+    torch._dynamo.reset()
+    out = torch.compile(model, fullgraph=True, backend=aot_autograd(fw_compiler=forward_compiler))(*inputs, **kwargs)
+    return names, out
+
+
+@needs_transformers
+def test_compiled_model_leaves_its_rms_norms_to_the_compiler():
+    """Traced by torch.compile, the patched model's RMSNorms are transformers'
+    own, which Inductor fuses with the residual add before each; the MLP,
+    rotary and the loss stay ours. Eager, the RMSNorms are ours."""
+    ref = causal_lm("llama")
+    ours, _ = patched_copy(ref)
+    ids, mask, labels = tokens()
+    names, out = aten_ops_traced(ours, input_ids=ids, attention_mask=mask, labels=labels)
+    ops = {name for name in names if name.startswith("fusedops.")}
+    assert not any("rms_norm" in name for name in ops), ops
+    assert all(any(op in name for name in ops) for op in ("swiglu", "rotary", "linear_cross_entropy")), ops
+    torch.testing.assert_close(out.loss.double(), reference_loss(ref, ids, mask, labels), **TOLERANCE[torch.float32])
+    with torch.profiler.profile() as prof:
+        ours(input_ids=ids, attention_mask=mask, labels=labels)
+    assert any(e.key.startswith("fusedops::") and "rms_norm" in e.key for e in prof.key_averages())
+
+
 @pytest.fixture
 def sdpa_masks(monkeypatch) -> list:
     """The attention masks transformers' SDPA attention is called with (at
@@ -493,22 +527,6 @@ def test_compile_of_the_patched_vit():
     loss.backward()
     expected.backward()
     assert_same_grads(ours, ref, torch.float32)
-
-
-def aten_ops_traced(model: torch.nn.Module, *inputs) -> tuple[set[str], torch.Tensor]:
-    """The ATen and custom ops of the forward graph torch.compile makes of
-    model(*inputs) (AOTAutograd's), and the output."""
-    from torch._dynamo.backends.common import aot_autograd
-
-    names: set[str] = set()
-
-    def forward_compiler(gm, _):
-        names.update(str(node.target) for node in gm.graph.nodes if node.op == "call_function")
-        return gm.forward
-
-    torch._dynamo.reset()
-    out = torch.compile(model, fullgraph=True, backend=aot_autograd(fw_compiler=forward_compiler))(*inputs)
-    return names, out
 
 
 @needs_timm

@@ -38,8 +38,10 @@ def patch(model: torch.nn.Module, *, norm: bool = True, swiglu: bool = True, rot
     computes the loss without logits) and timm's VisionTransformer (`linear`:
     each MLP's fc1 + GELU, and each attention's qkv split so that its gradient
     needs one copy less; `norm`: the LayerNorms, and each block's residual add
-    before norm2). Parameters are shared, never copied; patch before sharding
-    the model (FSDP) or compiling it."""
+    before norm2). Traced by torch.compile, the norms are the model library's
+    own, which Inductor fuses with the residual adds around them. Parameters
+    are shared, never copied; patch before sharding the model (FSDP) or
+    compiling it."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"fusedops.patch: model must be a torch.nn.Module, got {type(model).__name__}")
     families = sorted({FAMILIES[type(m).__module__] for m in model.modules() if type(m).__module__ in FAMILIES})
