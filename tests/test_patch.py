@@ -361,6 +361,15 @@ def aten_ops_traced(model: torch.nn.Module, *inputs, **kwargs) -> tuple[set[str]
     return names, out
 
 
+def fusedops_ops_run(model: torch.nn.Module, *inputs, **kwargs) -> set[str]:
+    """The fusedops ops an eager call model(*inputs, **kwargs) runs, by the
+    profiler's names (fusedops::layer_norm, or _layer_norm_forward under
+    Python autograd)."""
+    with torch.profiler.profile() as prof:
+        model(*inputs, **kwargs)
+    return {event.key for event in prof.key_averages() if event.key.startswith("fusedops::")}
+
+
 @needs_transformers
 def test_compiled_model_leaves_its_rms_norms_to_the_compiler():
     """Traced by torch.compile, the patched model's RMSNorms are transformers'
@@ -374,9 +383,8 @@ def test_compiled_model_leaves_its_rms_norms_to_the_compiler():
     assert not any("rms_norm" in name for name in ops), ops
     assert all(any(op in name for name in ops) for op in ("swiglu", "rotary", "linear_cross_entropy")), ops
     torch.testing.assert_close(out.loss.double(), reference_loss(ref, ids, mask, labels), **TOLERANCE[torch.float32])
-    with torch.profiler.profile() as prof:
-        ours(input_ids=ids, attention_mask=mask, labels=labels)
-    assert any(e.key.startswith("fusedops::") and "rms_norm" in e.key for e in prof.key_averages())
+    assert any("rms_norm" in name for name in fusedops_ops_run(ours, input_ids=ids, attention_mask=mask,
+                                                              labels=labels))
 
 
 @pytest.fixture
@@ -542,10 +550,7 @@ def test_compiled_vit_leaves_its_layer_norms_to_the_compiler():
     assert not any(name.startswith("fusedops.") and "layer_norm" in name for name in names), names
     assert any(name.startswith("fusedops.") and "linear" in name for name in names), names
     torch.testing.assert_close(out, ref(images), **TOLERANCE[torch.float32])
-    with torch.profiler.profile() as prof:
-        ours(images)
-    norms = {event.key for event in prof.key_averages() if event.key.startswith("fusedops::") and
-             "layer_norm" in event.key}  # fusedops::layer_norm, or _layer_norm_forward under Python autograd
+    norms = {name for name in fusedops_ops_run(ours, images) if "layer_norm" in name}
     assert any("add_layer_norm" in key for key in norms) and any("add" not in key for key in norms), norms
 
 
